@@ -1,0 +1,35 @@
+// MathJax 3, served from docs/assets/vendor/mathjax (no CDN).
+// Material swaps page content without a reload (instant navigation is off here, but the
+// document$ stream is the one hook that fires for every page), so typesetting is driven
+// from document$ rather than by MathJax's own start-up pass: letting both run typesets
+// each formula twice.
+window.MathJax = {
+  tex: {
+    inlineMath: [["\\(", "\\)"]],
+    displayMath: [["\\[", "\\]"]],
+    processEscapes: true,
+    processEnvironments: true,
+  },
+  options: {
+    // Only typeset what pymdownx.arithmatex marked; everything else is left alone.
+    ignoreHtmlClass: ".+",
+    processHtmlClass: "arithmatex",
+  },
+  chtml: {
+    // The fonts sit next to tex-chtml.js; the default points at a CDN.
+    fontURL: "[mathjax]/output/chtml/fonts/woff-v2",
+  },
+  startup: {
+    typeset: false,
+  },
+};
+
+document$.subscribe(() => {
+  MathJax.startup.promise = MathJax.startup.promise
+    .then(() => {
+      MathJax.typesetClear();
+      MathJax.texReset();
+      return MathJax.typesetPromise();
+    })
+    .then(() => document.body.setAttribute("data-math-typeset", "done"));
+});

@@ -1,0 +1,1 @@
+"""Runnable, tested code shown on the guide's pages."""

@@ -1,0 +1,216 @@
+"""Causal self-attention for a decoder-only transformer, readable form and batched form.
+
+Needs only torch: copy this single file and run it. Shape letters: B batch, T sequence
+length, C channels (n_embed), H heads, D head size (C // H).
+"""
+
+# --8<-- [start:imports]
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+# --8<-- [end:imports]
+
+__all__ = [
+    "causal_mask",
+    "scaled_dot_product_attention",
+    "Head",
+    "MultiHeadAttention",
+    "CausalSelfAttention",
+]
+
+# --8<-- [start:checks]
+def _check_positive_int(name: str, value: int) -> None:
+    """Reject a size that is not a positive int, naming the argument."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} ({value!r}) must be an int, got {type(value).__name__}")
+    if value <= 0:
+        raise ValueError(f"{name} ({value}) must be positive")
+
+
+def _check_config(n_head: int, n_embed: int, context_length: int) -> None:
+    """Sizes of a multi-head module: every head gets the same D = C // H channels."""
+    _check_positive_int("n_head", n_head)
+    _check_positive_int("n_embed", n_embed)
+    _check_positive_int("context_length", context_length)
+    if n_embed % n_head != 0:
+        raise ValueError(f"n_embed ({n_embed}) must be divisible by n_head ({n_head})")
+
+
+def _check_input(x: torch.Tensor, n_embed: int, context_length: int) -> None:
+    """x must be (B, T, C) with C == n_embed and T <= context_length.
+
+    Checked here because torch's own errors would come from deep inside a matmul or
+    masked_fill and name neither n_embed nor context_length.
+    """
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
+    if x.dim() != 3:
+        raise ValueError(
+            f"expected input of shape (B, T, C) with 3 dimensions, "
+            f"got {x.dim()} dimensions with shape {tuple(x.shape)}"
+        )
+    B, T, C = x.shape
+    if C != n_embed:
+        raise ValueError(f"last dimension of input ({C}) must equal n_embed ({n_embed})")
+    # The causal mask only covers context_length positions; a longer T has no mask rows.
+    if T > context_length:
+        raise ValueError(f"T={T} exceeds context_length={context_length}")
+# --8<-- [end:checks]
+
+
+# --8<-- [start:causal_mask]
+def causal_mask(T: int) -> torch.Tensor:
+    """(T, T) bool mask, True where query position i may attend to key position j <= i."""
+    _check_positive_int("T", T)
+    # Lower triangle: row i allows columns 0..i, so no token sees a later one.
+    return torch.tril(torch.ones(T, T, dtype=torch.bool))  # (T, T)
+# --8<-- [end:causal_mask]
+
+
+# --8<-- [start:sdpa]
+def scaled_dot_product_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """softmax(q @ k^T / sqrt(D)) @ v, written out term by term.
+
+    q, k, v: (..., T, D). mask: bool, broadcastable to (..., T, T), True = may attend.
+    Returns out (..., T, D) and the attention weights (..., T, T).
+    """
+    D = q.size(-1)
+    # Dividing by sqrt(D) keeps the scores' variance near 1 whatever the head size;
+    # unscaled, it grows like D and softmax saturates towards a one-hot.
+    scores = q @ k.transpose(-2, -1) / math.sqrt(D)  # (..., T, D) x (..., D, T) -> (..., T, T)
+    if mask is not None:
+        if mask.dtype != torch.bool:
+            raise TypeError(f"mask must be a bool tensor (True = may attend), got {mask.dtype}")
+        # -inf becomes exactly 0 after softmax: a masked position gets no weight at all.
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = F.softmax(scores, dim=-1)  # (..., T, T), each row sums to 1
+    out = weights @ v  # (..., T, T) x (..., T, D) -> (..., T, D)
+    return out, weights
+# --8<-- [end:sdpa]
+
+
+# --8<-- [start:head]
+class Head(nn.Module):
+    """One head of causal self-attention, written out step by step."""
+
+    def __init__(self, head_size: int, n_embed: int, context_length: int):
+        super().__init__()
+        _check_positive_int("head_size", head_size)
+        _check_positive_int("n_embed", n_embed)
+        _check_positive_int("context_length", context_length)
+        self.head_size, self.n_embed, self.context_length = head_size, n_embed, context_length
+        self.key = nn.Linear(n_embed, head_size, bias=False)
+        self.query = nn.Linear(n_embed, head_size, bias=False)
+        self.value = nn.Linear(n_embed, head_size, bias=False)
+        # A buffer, not a parameter: it follows .to(device) but the optimizer never updates it.
+        self.register_buffer("tril", torch.tril(torch.ones(context_length, context_length)))
+
+    def forward(self, x: torch.Tensor, *, return_weights: bool = False):
+        """x (B, T, C) -> out (B, T, D); with return_weights=True, (out, weights (B, T, T))."""
+        _check_input(x, self.n_embed, self.context_length)
+        B, T, C = x.shape
+        k = self.key(x)  # (B, T, C) -> (B, T, D)
+        q = self.query(x)  # (B, T, C) -> (B, T, D)
+        v = self.value(x)  # (B, T, C) -> (B, T, D)
+        # How well each query matches each key, (B, T, D) x (B, D, T) -> (B, T, T);
+        # scaling by 1/sqrt(D) keeps their variance near 1, so softmax does not saturate.
+        weights = q @ k.transpose(-2, -1) * self.head_size**-0.5  # (B, T, T)
+        # Position i may not look at later positions: -inf there becomes weight 0 after softmax.
+        weights = weights.masked_fill(self.tril[:T, :T] == 0, float("-inf"))  # (B, T, T)
+        weights = F.softmax(weights, dim=-1)  # (B, T, T), each row sums to 1
+        out = weights @ v  # (B, T, T) x (B, T, D) -> (B, T, D)
+        if return_weights:
+            return out, weights
+        return out
+# --8<-- [end:head]
+
+
+# --8<-- [start:multihead]
+class MultiHeadAttention(nn.Module):
+    """H heads side by side, each of size D = C // H, concatenated back to width C."""
+
+    def __init__(self, n_head: int, n_embed: int, context_length: int):
+        super().__init__()
+        _check_config(n_head, n_embed, context_length)
+        self.n_head, self.n_embed, self.context_length = n_head, n_embed, context_length
+        self.heads = nn.ModuleList(
+            [Head(n_embed // n_head, n_embed, context_length) for _ in range(n_head)]
+        )
+        # Mixes the heads' findings; without it each head's D channels would stay apart.
+        self.proj = nn.Linear(n_embed, n_embed)
+
+    def forward(self, x: torch.Tensor, *, return_weights: bool = False):
+        """x (B, T, C) -> out (B, T, C); with return_weights=True, (out, weights (B, H, T, T))."""
+        _check_input(x, self.n_embed, self.context_length)
+        if not return_weights:
+            out = torch.cat([h(x) for h in self.heads], dim=-1)  # H x (B, T, D) -> (B, T, C)
+            return self.proj(out)  # (B, T, C)
+        # Same computation, keeping each head's weights as well.
+        pairs = [h(x, return_weights=True) for h in self.heads]
+        out = torch.cat([o for o, _ in pairs], dim=-1)  # H x (B, T, D) -> (B, T, C)
+        weights = torch.stack([w for _, w in pairs], dim=1)  # H x (B, T, T) -> (B, H, T, T)
+        return self.proj(out), weights
+# --8<-- [end:multihead]
+
+
+# --8<-- [start:batched]
+class CausalSelfAttention(nn.Module):
+    """The function MultiHeadAttention computes, with all heads in one batched matmul."""
+
+    def __init__(self, n_head: int, n_embed: int, context_length: int):
+        super().__init__()
+        _check_config(n_head, n_embed, context_length)
+        self.n_head, self.n_embed, self.context_length = n_head, n_embed, context_length
+        # One (C -> 3C) matmul instead of 3H small ones. Output channels: [0, C) queries,
+        # [C, 2C) keys, [2C, 3C) values; inside each block, H heads of D channels in order.
+        self.qkv = nn.Linear(n_embed, 3 * n_embed, bias=False)
+        self.proj = nn.Linear(n_embed, n_embed)
+
+    def forward(self, x: torch.Tensor, *, return_weights: bool = False):
+        """x (B, T, C) -> out (B, T, C); with return_weights=True, (out, weights (B, H, T, T))."""
+        _check_input(x, self.n_embed, self.context_length)
+        B, T, C = x.shape
+        H, D = self.n_head, C // self.n_head
+        q, k, v = self.qkv(x).split(C, dim=-1)  # (B, T, 3C) -> 3 x (B, T, C)
+        # Split channels into heads and move H next to B, so every head is one batch entry.
+        q = q.view(B, T, H, D).transpose(1, 2)  # (B, T, C) -> (B, H, T, D)
+        k = k.view(B, T, H, D).transpose(1, 2)  # (B, T, C) -> (B, H, T, D)
+        v = v.view(B, T, H, D).transpose(1, 2)  # (B, T, C) -> (B, H, T, D)
+        if return_weights:
+            # The fused kernel never materialises the (T, T) weights; the explicit path does.
+            y, weights = scaled_dot_product_attention(q, k, v, causal_mask(T).to(x.device))
+        else:
+            # is_causal=True applies the lower-triangular mask inside the kernel: no tril buffer.
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (B, H, T, D)
+        # Heads back side by side: the same channel layout torch.cat gives in MultiHeadAttention.
+        y = y.transpose(1, 2).contiguous().view(B, T, C)  # (B, H, T, D) -> (B, T, C)
+        y = self.proj(y)  # (B, T, C)
+        if return_weights:
+            return y, weights  # (B, T, C), (B, H, T, T)
+        return y
+
+    @classmethod
+    def from_multihead(cls, mha: MultiHeadAttention) -> "CausalSelfAttention":
+        """A CausalSelfAttention computing exactly the function mha computes."""
+        if not isinstance(mha, MultiHeadAttention):
+            raise TypeError(f"mha must be a MultiHeadAttention, got {type(mha).__name__}")
+        proj = mha.proj.weight
+        new = cls(mha.n_head, mha.n_embed, mha.context_length)
+        new = new.to(device=proj.device, dtype=proj.dtype)
+        with torch.no_grad():
+            # Each head's Linear weight is (D, C); H of them stacked in head order are the rows
+            # that .view(B, T, H, D) later splits back into those same heads.
+            new.qkv.weight.copy_(
+                torch.cat(
+                    [h.query.weight for h in mha.heads]
+                    + [h.key.weight for h in mha.heads]
+                    + [h.value.weight for h in mha.heads]
+                )  # 3H x (D, C) -> (3C, C)
+            )
+            new.proj.load_state_dict(mha.proj.state_dict())
+        return new
+# --8<-- [end:batched]

@@ -1,0 +1,105 @@
+"""The built site: strict build, code shown == code tested, nothing loaded from the internet."""
+
+import html
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+from tests.pagecheck import PYTHON_LANGS, markdown_snippet_expander, parse_page
+
+PAGES = sorted((ROOT / "docs").rglob("*.md"))
+
+
+class _CodeBlocks(HTMLParser):
+    """Collects the text of each highlighted code block, with its language."""
+
+    def __init__(self):
+        super().__init__()
+        self.blocks: list[tuple[str, str]] = []
+        self._lang: list[str | None] = []  # one entry per open <div>
+        self._in_code = 0
+        self._text: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        classes = (dict(attrs).get("class") or "").split()
+        if tag == "div":
+            langs = [c[len("language-") :] for c in classes if c.startswith("language-")]
+            self._lang.append(langs[0] if langs and "highlight" in classes else None)
+        elif tag == "code" and self._lang and self._lang[-1]:
+            self._in_code += 1
+            self._text = []
+
+    def handle_endtag(self, tag):
+        if tag == "div" and self._lang:
+            self._lang.pop()
+        elif tag == "code" and self._in_code:
+            self._in_code -= 1
+            self.blocks.append((self._lang[-1], "".join(self._text)))
+
+    def handle_data(self, data):
+        if self._in_code:
+            self._text.append(data)
+
+
+def _html_for(site: Path, page: Path) -> str:
+    rel = page.relative_to(ROOT / "docs").with_suffix("")
+    target = site / ("index.html" if rel.name == "index" else rel / "index.html")
+    return target.read_text(encoding="utf-8")
+
+
+def test_strict_build_succeeds(built_site):
+    assert (built_site / "attention" / "index.html").is_file()
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_code_shown_is_code_tested(built_site, page):
+    """Every python block the reader sees is one the harness runs, with the same text.
+
+    This catches a fence the harness failed to collect (a python-looking block it missed) and
+    any difference between our include expansion and the one of the real build.
+    """
+    expand = markdown_snippet_expander(ROOT / "mkdocs.yml")
+    tested = [b.code for b in parse_page(page, ROOT, expand) if b.lang in PYTHON_LANGS]
+    parser = _CodeBlocks()
+    parser.feed(_html_for(built_site, page))
+    shown = [html.unescape(code) for lang, code in parser.blocks if lang in PYTHON_LANGS]
+    assert len(shown) == len(tested), "python blocks on the rendered page vs blocks collected"
+    for s, t in zip(shown, tested):
+        assert s.rstrip("\n") == t.rstrip("\n")
+
+
+def test_no_page_loads_anything_from_another_host(built_site):
+    """Static check of the built HTML; the browser tests watch the real requests."""
+    fetched = re.compile(r"<(script|img|iframe|source|link)\b([^>]*)>")
+    offenders = []
+    for page in built_site.rglob("*.html"):
+        for tag, attrs in fetched.findall(page.read_text(encoding="utf-8")):
+            if tag == "link" and re.search(r'rel="(canonical|alternate|next|prev)"', attrs):
+                continue  # names an address, fetches nothing
+            for url in re.findall(r'(?:src|href)="([^"]+)"', attrs):
+                if re.match(r"(https?:)?//", url):
+                    offenders.append(f"{page.relative_to(built_site)}: <{tag}> {url}")
+    assert not offenders
+
+
+def test_mermaid_loaded_only_where_a_diagram_is(built_site):
+    for page in built_site.rglob("*.html"):
+        text = page.read_text(encoding="utf-8")
+        has_diagram = 'class="mermaid"' in text
+        loads_mermaid = "mermaid.esm.min.mjs" in text
+        assert has_diagram == loads_mermaid, page.relative_to(built_site)
+
+
+def test_vendored_scripts_are_pinned_and_licensed():
+    vendor = ROOT / "docs" / "assets" / "vendor"
+    versions = (vendor / "VERSIONS").read_text()
+    script = (ROOT / "scripts" / "vendor-js.sh").read_text()
+    for name in ("mathjax", "mermaid"):
+        pinned = re.search(rf"^{name.upper()}_VERSION=(\S+)", script, re.M).group(1)
+        assert f"{name} {pinned} " in versions
+        assert (vendor / name / "LICENSE").stat().st_size > 0
+    mathjax = (vendor / "mathjax" / "tex-chtml.js").read_text()
+    assert "3.2.2" in mathjax
