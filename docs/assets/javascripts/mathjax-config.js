@@ -16,8 +16,9 @@ window.MathJax = {
     processHtmlClass: "arithmatex",
   },
   chtml: {
-    // The fonts sit next to tex-chtml.js; the default points at a CDN.
-    fontURL: "[mathjax]/output/chtml/fonts/woff-v2",
+    // The fonts are vendored next to tex-chtml.js; the default points at a CDN. The URL is
+    // resolved from this script's own address, so it holds on every page depth.
+    fontURL: new URL("../vendor/mathjax/output/chtml/fonts/woff-v2", document.currentScript.src).href,
   },
   startup: {
     typeset: false,
