@@ -1,7 +1,7 @@
-"""Causal self-attention for a decoder-only transformer, readable form and batched form.
+"""Causal self-attention for a decoder-only transformer: readable and batched.
 
-Needs only torch: copy this single file and run it. Shape letters: B batch, T sequence
-length, C channels (n_embed), H heads, D head size (C // H).
+Needs only torch: copy this single file and run it. Shape letters: B batch,
+T sequence length, C channels (n_embed), H heads, D head size (C // H).
 """
 
 # --8<-- [start:imports]
@@ -20,22 +20,27 @@ __all__ = [
     "CausalSelfAttention",
 ]
 
+
 # --8<-- [start:checks]
 def _check_positive_int(name: str, value: int) -> None:
     """Reject a size that is not a positive int, naming the argument."""
     if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} ({value!r}) must be an int, got {type(value).__name__}")
+        raise TypeError(
+            f"{name} ({value!r}) must be an int, got {type(value).__name__}"
+        )
     if value <= 0:
         raise ValueError(f"{name} ({value}) must be positive")
 
 
 def _check_config(n_head: int, n_embed: int, context_length: int) -> None:
-    """Sizes of a multi-head module: every head gets the same D = C // H channels."""
+    """Sizes of a multi-head module: every head gets D = C // H channels."""
     _check_positive_int("n_head", n_head)
     _check_positive_int("n_embed", n_embed)
     _check_positive_int("context_length", context_length)
     if n_embed % n_head != 0:
-        raise ValueError(f"n_embed ({n_embed}) must be divisible by n_head ({n_head})")
+        raise ValueError(
+            f"n_embed ({n_embed}) must be divisible by n_head ({n_head})"
+        )
 
 
 def _check_input(x: torch.Tensor, n_embed: int, context_length: int) -> None:
@@ -53,43 +58,59 @@ def _check_input(x: torch.Tensor, n_embed: int, context_length: int) -> None:
         )
     B, T, C = x.shape
     if C != n_embed:
-        raise ValueError(f"last dimension of input ({C}) must equal n_embed ({n_embed})")
-    # The causal mask only covers context_length positions; a longer T has no mask rows.
+        raise ValueError(
+            f"last dimension of input ({C}) must equal n_embed ({n_embed})"
+        )
+    # The causal mask covers context_length positions; a longer T has no mask rows.
     if T > context_length:
         raise ValueError(f"T={T} exceeds context_length={context_length}")
+
+
 # --8<-- [end:checks]
 
 
 # --8<-- [start:causal_mask]
 def causal_mask(T: int) -> torch.Tensor:
-    """(T, T) bool mask, True where query position i may attend to key position j <= i."""
+    """(T, T) bool mask, True where query position i may attend to key j <= i."""
     _check_positive_int("T", T)
     # Lower triangle: row i allows columns 0..i, so no token sees a later one.
     return torch.tril(torch.ones(T, T, dtype=torch.bool))  # (T, T)
+
+
 # --8<-- [end:causal_mask]
 
 
 # --8<-- [start:sdpa]
 def scaled_dot_product_attention(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    mask: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """softmax(q @ k^T / sqrt(D)) @ v, written out term by term.
 
-    q, k, v: (..., T, D). mask: bool, broadcastable to (..., T, T), True = may attend.
+    q, k, v: (..., T, D). mask: bool, broadcastable to (..., T, T),
+    True where attending is allowed.
     Returns out (..., T, D) and the attention weights (..., T, T).
     """
     D = q.size(-1)
     # Dividing by sqrt(D) keeps the scores' variance near 1 whatever the head size;
     # unscaled, it grows like D and softmax saturates towards a one-hot.
-    scores = q @ k.transpose(-2, -1) / math.sqrt(D)  # (..., T, D) x (..., D, T) -> (..., T, T)
+    scores = (
+        q @ k.transpose(-2, -1) / math.sqrt(D)
+    )  # (..., T, D) x (..., D, T) -> (..., T, T)
     if mask is not None:
         if mask.dtype != torch.bool:
-            raise TypeError(f"mask must be a bool tensor (True = may attend), got {mask.dtype}")
-        # -inf becomes exactly 0 after softmax: a masked position gets no weight at all.
+            raise TypeError(
+                f"mask must be a bool tensor (True = may attend), got {mask.dtype}"
+            )
+        # -inf becomes exactly 0 after softmax: a masked position gets no weight.
         scores = scores.masked_fill(~mask, float("-inf"))
     weights = F.softmax(scores, dim=-1)  # (..., T, T), each row sums to 1
     out = weights @ v  # (..., T, T) x (..., T, D) -> (..., T, D)
     return out, weights
+
+
 # --8<-- [end:sdpa]
 
 
@@ -102,92 +123,134 @@ class Head(nn.Module):
         _check_positive_int("head_size", head_size)
         _check_positive_int("n_embed", n_embed)
         _check_positive_int("context_length", context_length)
-        self.head_size, self.n_embed, self.context_length = head_size, n_embed, context_length
+        self.head_size, self.n_embed, self.context_length = (
+            head_size,
+            n_embed,
+            context_length,
+        )
         self.key = nn.Linear(n_embed, head_size, bias=False)
         self.query = nn.Linear(n_embed, head_size, bias=False)
         self.value = nn.Linear(n_embed, head_size, bias=False)
-        # A buffer, not a parameter: it follows .to(device) but the optimizer never updates it.
-        self.register_buffer("tril", torch.tril(torch.ones(context_length, context_length)))
+        # A buffer, not a parameter: it moves with .to(device), is never trained.
+        self.register_buffer(
+            "tril", torch.tril(torch.ones(context_length, context_length))
+        )
 
     def forward(self, x: torch.Tensor, *, return_weights: bool = False):
-        """x (B, T, C) -> out (B, T, D); with return_weights=True, (out, weights (B, T, T))."""
+        """x (B, T, C) -> out (B, T, D).
+
+        With return_weights=True, returns (out, weights (B, T, T)).
+        """
         _check_input(x, self.n_embed, self.context_length)
         B, T, C = x.shape
         k = self.key(x)  # (B, T, C) -> (B, T, D)
         q = self.query(x)  # (B, T, C) -> (B, T, D)
         v = self.value(x)  # (B, T, C) -> (B, T, D)
         # How well each query matches each key, (B, T, D) x (B, D, T) -> (B, T, T);
-        # scaling by 1/sqrt(D) keeps their variance near 1, so softmax does not saturate.
+        # scaling by 1/sqrt(D) keeps their variance near 1 (softmax not saturated).
         weights = q @ k.transpose(-2, -1) * self.head_size**-0.5  # (B, T, T)
-        # Position i may not look at later positions: -inf there becomes weight 0 after softmax.
-        weights = weights.masked_fill(self.tril[:T, :T] == 0, float("-inf"))  # (B, T, T)
+        # Position i may not see later positions: -inf there, 0 after softmax.
+        weights = weights.masked_fill(
+            self.tril[:T, :T] == 0, float("-inf")
+        )  # (B, T, T)
         weights = F.softmax(weights, dim=-1)  # (B, T, T), each row sums to 1
         out = weights @ v  # (B, T, T) x (B, T, D) -> (B, T, D)
         if return_weights:
             return out, weights
         return out
+
+
 # --8<-- [end:head]
 
 
 # --8<-- [start:multihead]
 class MultiHeadAttention(nn.Module):
-    """H heads side by side, each of size D = C // H, concatenated back to width C."""
+    """H heads side by side, each D = C // H wide, concatenated back to width C."""
 
     def __init__(self, n_head: int, n_embed: int, context_length: int):
         super().__init__()
         _check_config(n_head, n_embed, context_length)
-        self.n_head, self.n_embed, self.context_length = n_head, n_embed, context_length
-        self.heads = nn.ModuleList(
-            [Head(n_embed // n_head, n_embed, context_length) for _ in range(n_head)]
+        self.n_head, self.n_embed, self.context_length = (
+            n_head,
+            n_embed,
+            context_length,
         )
-        # Mixes the heads' findings; without it each head's D channels would stay apart.
+        self.heads = nn.ModuleList(
+            [
+                Head(n_embed // n_head, n_embed, context_length)
+                for _ in range(n_head)
+            ]
+        )
+        # Mixes the heads' findings; without it each head's D channels stay apart.
         self.proj = nn.Linear(n_embed, n_embed)
 
     def forward(self, x: torch.Tensor, *, return_weights: bool = False):
-        """x (B, T, C) -> out (B, T, C); with return_weights=True, (out, weights (B, H, T, T))."""
+        """x (B, T, C) -> out (B, T, C).
+
+        With return_weights=True, returns (out, weights (B, H, T, T)).
+        """
         _check_input(x, self.n_embed, self.context_length)
         if not return_weights:
-            out = torch.cat([h(x) for h in self.heads], dim=-1)  # H x (B, T, D) -> (B, T, C)
+            out = torch.cat(
+                [h(x) for h in self.heads], dim=-1
+            )  # H x (B, T, D) -> (B, T, C)
             return self.proj(out)  # (B, T, C)
         # Same computation, keeping each head's weights as well.
         pairs = [h(x, return_weights=True) for h in self.heads]
         out = torch.cat([o for o, _ in pairs], dim=-1)  # H x (B, T, D) -> (B, T, C)
-        weights = torch.stack([w for _, w in pairs], dim=1)  # H x (B, T, T) -> (B, H, T, T)
+        weights = torch.stack(
+            [w for _, w in pairs], dim=1
+        )  # H x (B, T, T) -> (B, H, T, T)
         return self.proj(out), weights
+
+
 # --8<-- [end:multihead]
 
 
 # --8<-- [start:batched]
 class CausalSelfAttention(nn.Module):
-    """The function MultiHeadAttention computes, with all heads in one batched matmul."""
+    """What MultiHeadAttention computes, with all heads in one batched matmul."""
 
     def __init__(self, n_head: int, n_embed: int, context_length: int):
         super().__init__()
         _check_config(n_head, n_embed, context_length)
-        self.n_head, self.n_embed, self.context_length = n_head, n_embed, context_length
-        # One (C -> 3C) matmul instead of 3H small ones. Output channels: [0, C) queries,
-        # [C, 2C) keys, [2C, 3C) values; inside each block, H heads of D channels in order.
+        self.n_head, self.n_embed, self.context_length = (
+            n_head,
+            n_embed,
+            context_length,
+        )
+        # One (C -> 3C) matmul instead of 3H small ones. Output channels: [0, C)
+        # queries, [C, 2C) keys, [2C, 3C) values; in each, H heads of D channels.
         self.qkv = nn.Linear(n_embed, 3 * n_embed, bias=False)
         self.proj = nn.Linear(n_embed, n_embed)
 
     def forward(self, x: torch.Tensor, *, return_weights: bool = False):
-        """x (B, T, C) -> out (B, T, C); with return_weights=True, (out, weights (B, H, T, T))."""
+        """x (B, T, C) -> out (B, T, C).
+
+        With return_weights=True, returns (out, weights (B, H, T, T)).
+        """
         _check_input(x, self.n_embed, self.context_length)
         B, T, C = x.shape
         H, D = self.n_head, C // self.n_head
         q, k, v = self.qkv(x).split(C, dim=-1)  # (B, T, 3C) -> 3 x (B, T, C)
-        # Split channels into heads and move H next to B, so every head is one batch entry.
+        # Split channels into heads, move H next to B: each head is a batch entry.
         q = q.view(B, T, H, D).transpose(1, 2)  # (B, T, C) -> (B, H, T, D)
         k = k.view(B, T, H, D).transpose(1, 2)  # (B, T, C) -> (B, H, T, D)
         v = v.view(B, T, H, D).transpose(1, 2)  # (B, T, C) -> (B, H, T, D)
         if return_weights:
-            # The fused kernel never materialises the (T, T) weights; the explicit path does.
-            y, weights = scaled_dot_product_attention(q, k, v, causal_mask(T).to(x.device))
+            # The fused kernel never stores the (T, T) weights; this path does.
+            y, weights = scaled_dot_product_attention(
+                q, k, v, causal_mask(T).to(x.device)
+            )
         else:
-            # is_causal=True applies the lower-triangular mask inside the kernel: no tril buffer.
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (B, H, T, D)
-        # Heads back side by side: the same channel layout torch.cat gives in MultiHeadAttention.
-        y = y.transpose(1, 2).contiguous().view(B, T, C)  # (B, H, T, D) -> (B, T, C)
+            # is_causal=True masks inside the kernel: no tril buffer needed.
+            y = F.scaled_dot_product_attention(
+                q, k, v, is_causal=True
+            )  # (B, H, T, D)
+        # Heads back side by side, the channel layout of MultiHeadAttention's cat.
+        y = (
+            y.transpose(1, 2).contiguous().view(B, T, C)
+        )  # (B, H, T, D) -> (B, T, C)
         y = self.proj(y)  # (B, T, C)
         if return_weights:
             return y, weights  # (B, T, C), (B, H, T, T)
@@ -197,13 +260,15 @@ class CausalSelfAttention(nn.Module):
     def from_multihead(cls, mha: MultiHeadAttention) -> "CausalSelfAttention":
         """A CausalSelfAttention computing exactly the function mha computes."""
         if not isinstance(mha, MultiHeadAttention):
-            raise TypeError(f"mha must be a MultiHeadAttention, got {type(mha).__name__}")
+            raise TypeError(
+                f"mha must be a MultiHeadAttention, got {type(mha).__name__}"
+            )
         proj = mha.proj.weight
         new = cls(mha.n_head, mha.n_embed, mha.context_length)
         new = new.to(device=proj.device, dtype=proj.dtype)
         with torch.no_grad():
-            # Each head's Linear weight is (D, C); H of them stacked in head order are the rows
-            # that .view(B, T, H, D) later splits back into those same heads.
+            # Each head's Linear weight is (D, C); H of them stacked in head order
+            # are the rows that .view(B, T, H, D) later splits into the same heads.
             new.qkv.weight.copy_(
                 torch.cat(
                     [h.query.weight for h in mha.heads]
@@ -213,4 +278,6 @@ class CausalSelfAttention(nn.Module):
             )
             new.proj.load_state_dict(mha.proj.state_dict())
         return new
+
+
 # --8<-- [end:batched]
