@@ -1,0 +1,186 @@
+"""The page harness itself: it must fail on broken pages, and say where."""
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+MKDOCS_YML = """\
+site_name: harness test
+markdown_extensions:
+  - admonition
+  - pymdownx.details
+  - pymdownx.snippets:
+      base_path: !relative $config_dir
+      check_paths: true
+      dedent_subsections: true
+  - pymdownx.superfences
+"""
+
+MODULE = """\
+# --8<-- [start:greet]
+def greet(name):
+    return f"hello {name}"
+# --8<-- [end:greet]
+"""
+
+
+def run_pages(tmp_path: Path, pages: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    """Run the harness in a fresh pytest process on a throw-away site."""
+    (tmp_path / "mkdocs.yml").write_text(MKDOCS_YML)
+    (tmp_path / "conftest.py").write_text('pytest_plugins = ["tests.pagecheck"]\n')
+    (tmp_path / "pytest.ini").write_text("[pytest]\ntestpaths = docs\n")
+    (tmp_path / "code").mkdir(exist_ok=True)
+    (tmp_path / "code" / "greeting.py").write_text(MODULE)
+    (tmp_path / "docs").mkdir(exist_ok=True)
+    for name, text in pages.items():
+        (tmp_path / "docs" / name).write_text(textwrap.dedent(text))
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+
+
+GOOD = '''\
+    # A page
+
+    ```python title="code/greeting.py"
+    --8<-- "code/greeting.py:greet"
+    ```
+
+    !!! note
+
+        ```python
+        message = greet("reader")
+        print(message)
+        ```
+
+        ```text title="Output"
+        hello reader
+        ```
+
+    <!-- check: skip needs a GPU -->
+    ```python
+    import cuda_only_package
+    ```
+'''
+
+
+def test_good_page_runs_blocks_in_one_namespace_and_reports_counts(tmp_path):
+    proc = run_pages(tmp_path, {"good.md": GOOD})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "docs/good.md: 2 ran (1 with checked output), 1 skipped" in proc.stdout
+    assert "skipped line 19: needs a GPU" in proc.stdout
+
+
+def test_broken_block_fails_with_page_and_line(tmp_path):
+    page = """\
+        # Broken
+
+        ```python
+        x = 1
+        y = x / 0
+        ```
+    """
+    proc = run_pages(tmp_path, {"broken.md": page})
+    assert proc.returncode == 1
+    assert "ZeroDivisionError in the block at docs/broken.md:3" in proc.stdout
+    assert "docs/broken.md:5\n    y = x / 0" in proc.stdout
+
+
+def test_missing_include_fails(tmp_path):
+    page = """\
+        ```python
+        --8<-- "code/greeting.py:no_such_section"
+        ```
+    """
+    proc = run_pages(tmp_path, {"missing.md": page})
+    assert proc.returncode != 0
+    assert "docs/missing.md:2: include failed" in proc.stdout
+    assert "no_such_section" in proc.stdout
+
+
+def test_wrong_output_fails_and_update_output_rewrites_it(tmp_path):
+    page = """\
+        ```python
+        print(6 * 7)
+        ```
+
+        ```text title="Output"
+        41
+        ```
+    """
+    proc = run_pages(tmp_path, {"output.md": page})
+    assert proc.returncode == 1
+    assert "--- page shows ---\n41\n--- code printed ---\n42" in proc.stdout
+    proc = run_pages(tmp_path, {"output.md": page}, "--update-output")
+    assert proc.returncode == 0
+    assert "```text title=\"Output\"\n42\n```" in (tmp_path / "docs" / "output.md").read_text()
+
+
+def test_later_blocks_fail_after_an_earlier_one_failed(tmp_path):
+    page = """\
+        ```python
+        raise RuntimeError("first")
+        ```
+
+        ```python
+        print("second")
+        ```
+    """
+    proc = run_pages(tmp_path, {"chain.md": page})
+    assert "2 failed" in proc.stdout
+    assert "not run: the block at docs/chain.md:1 failed earlier" in proc.stdout
+
+
+@pytest.mark.parametrize(
+    "page, message",
+    [
+        ("<!-- check: skip -->\n```python\npass\n```\n", "'check: skip' needs a reason"),
+        ("<!-- check: later -->\n```python\npass\n```\n", "unknown directive"),
+        ("```python\npass\n", "never closed"),
+        ("```text title=\"Output\"\n1\n```\n", "an Output block must follow a code block"),
+        ('--8<-- "code/greeting.py:greet"\n', "includes outside a code fence"),
+    ],
+)
+def test_malformed_pages_are_collection_errors(tmp_path, page, message):
+    proc = run_pages(tmp_path, {"bad.md": page})
+    assert proc.returncode != 0
+    assert message in proc.stdout
+
+
+def test_every_spelling_of_a_python_fence_is_collected(tmp_path):
+    """Fences pytest-codeblocks would silently pass over are run here."""
+    page = """\
+        ```py
+        a = 1
+        ```
+
+        ```python title="with a title"
+        b = a + 1
+        ```
+
+        ``` { .python .annotate }
+        c = b + 1
+        ```
+
+        ~~~~python3
+        print(a + b + c)
+        ~~~~
+
+        ```text title="Output"
+        6
+        ```
+    """
+    proc = run_pages(tmp_path, {"spellings.md": page})
+    assert proc.returncode == 0, proc.stdout
+    assert "docs/spellings.md: 4 ran (1 with checked output), 0 skipped" in proc.stdout
