@@ -123,18 +123,15 @@ class Head(nn.Module):
         _check_positive_int("head_size", head_size)
         _check_positive_int("n_embed", n_embed)
         _check_positive_int("context_length", context_length)
-        self.head_size, self.n_embed, self.context_length = (
-            head_size,
-            n_embed,
-            context_length,
-        )
+        self.head_size = head_size
+        self.n_embed = n_embed
+        self.context_length = context_length
         self.key = nn.Linear(n_embed, head_size, bias=False)
         self.query = nn.Linear(n_embed, head_size, bias=False)
         self.value = nn.Linear(n_embed, head_size, bias=False)
         # A buffer, not a parameter: it moves with .to(device), is never trained.
-        self.register_buffer(
-            "tril", torch.tril(torch.ones(context_length, context_length))
-        )
+        tril = torch.tril(torch.ones(context_length, context_length))
+        self.register_buffer("tril", tril)  # (context_length, context_length)
 
     def forward(self, x: torch.Tensor, *, return_weights: bool = False):
         """x (B, T, C) -> out (B, T, D).
@@ -170,16 +167,12 @@ class MultiHeadAttention(nn.Module):
     def __init__(self, n_head: int, n_embed: int, context_length: int):
         super().__init__()
         _check_config(n_head, n_embed, context_length)
-        self.n_head, self.n_embed, self.context_length = (
-            n_head,
-            n_embed,
-            context_length,
-        )
+        self.n_head = n_head
+        self.n_embed = n_embed
+        self.context_length = context_length
+        head_size = n_embed // n_head
         self.heads = nn.ModuleList(
-            [
-                Head(n_embed // n_head, n_embed, context_length)
-                for _ in range(n_head)
-            ]
+            [Head(head_size, n_embed, context_length) for _ in range(n_head)]
         )
         # Mixes the heads' findings; without it each head's D channels stay apart.
         self.proj = nn.Linear(n_embed, n_embed)
@@ -214,11 +207,9 @@ class CausalSelfAttention(nn.Module):
     def __init__(self, n_head: int, n_embed: int, context_length: int):
         super().__init__()
         _check_config(n_head, n_embed, context_length)
-        self.n_head, self.n_embed, self.context_length = (
-            n_head,
-            n_embed,
-            context_length,
-        )
+        self.n_head = n_head
+        self.n_embed = n_embed
+        self.context_length = context_length
         # One (C -> 3C) matmul instead of 3H small ones. Output channels: [0, C)
         # queries, [C, 2C) keys, [2C, 3C) values; in each, H heads of D channels.
         self.qkv = nn.Linear(n_embed, 3 * n_embed, bias=False)
