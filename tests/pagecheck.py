@@ -40,6 +40,7 @@ _DIRECTIVE = re.compile(r"^\s*<!--\s*check:\s*(?P<verb>[\w-]+)\s*(?P<arg>.*?)\s*
 _TAB_HEADER = re.compile(r'^\s*===!?\+?\s+".*"\s*$')
 _TITLE = re.compile(r'title="(?P<title>[^"]*)"')
 _VERBS = {"skip", "isolated"}
+_INCLUDE = re.compile(r"^[ \t]*-+8<-+")  # where pymdownx.snippets sees an include line
 
 
 class PageError(Exception):
@@ -129,7 +130,7 @@ def parse_page(path: Path, root: Path, expand) -> list[Block]:
                 raise PageError(
                     f"{rel}:{i + 1}: a 'check:' directive must sit directly above a fence"
                 )
-            if "--8<--" in line and not line.lstrip().startswith(";"):
+            if _INCLUDE.match(line):
                 raise PageError(
                     f"{rel}:{i + 1}: includes outside a code fence are not supported"
                 )
@@ -151,7 +152,7 @@ def parse_page(path: Path, root: Path, expand) -> list[Block]:
             if raw.strip() == "--8<--":
                 raise PageError(f"{rel}:{i + 1}: use the one-line form --8<-- \"file:section\"")
             try:
-                expanded = expand([raw]) if "--8<--" in raw else [raw]
+                expanded = expand([raw]) if "8<-" in raw else [raw]
             except Exception as err:  # pymdownx's SnippetMissingError and friends
                 raise PageError(f"{rel}:{i + 1}: include failed: {err}") from err
             for text in expanded:
