@@ -41,6 +41,7 @@ _TAB_HEADER = re.compile(r'^\s*===!?\+?\s+".*"\s*$')
 _TITLE = re.compile(r'title="(?P<title>[^"]*)"')
 _VERBS = {"skip", "isolated"}
 _INCLUDE = re.compile(r"^[ \t]*-+8<-+")  # where pymdownx.snippets sees an include line
+_SECTION = re.compile(r"(?<![;-])-+8<-+[ \t]+\[[ \t]*(start|end)[ \t]*:")  # it deletes such lines
 
 
 class PageError(Exception):
@@ -133,6 +134,11 @@ def parse_page(path: Path, root: Path, expand) -> list[Block]:
             if _INCLUDE.match(line):
                 raise PageError(
                     f"{rel}:{i + 1}: includes outside a code fence are not supported"
+                )
+            if _SECTION.search(line):
+                raise PageError(
+                    f"{rel}:{i + 1}: the build deletes a line holding a section marker; "
+                    "escape it as ;--8<--"
                 )
             i += 1
             continue

@@ -150,6 +150,7 @@ def test_later_blocks_fail_after_an_earlier_one_failed(tmp_path):
         ("```python\npass\n", "never closed"),
         ("```text title=\"Output\"\n1\n```\n", "an Output block must follow a code block"),
         ('--8<-- "code/greeting.py:greet"\n', "includes outside a code fence"),
+        ("Mark it with `# --8<-- [start:x]`.\n", "the build deletes a line holding"),
     ],
 )
 def test_malformed_pages_are_collection_errors(tmp_path, page, message):
