@@ -96,9 +96,8 @@ def scaled_dot_product_attention(
     D = q.size(-1)
     # Dividing by sqrt(D) keeps the scores' variance near 1 whatever the head size;
     # unscaled, it grows like D and softmax saturates towards a one-hot.
-    scores = (
-        q @ k.transpose(-2, -1) / math.sqrt(D)
-    )  # (..., T, D) x (..., D, T) -> (..., T, T)
+    # (..., T, D) x (..., D, T) -> (..., T, T)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(D)
     if mask is not None:
         if mask.dtype != torch.bool:
             raise TypeError(
@@ -147,9 +146,7 @@ class Head(nn.Module):
         # scaling by 1/sqrt(D) keeps their variance near 1 (softmax not saturated).
         weights = q @ k.transpose(-2, -1) * self.head_size**-0.5  # (B, T, T)
         # Position i may not see later positions: -inf there, 0 after softmax.
-        weights = weights.masked_fill(
-            self.tril[:T, :T] == 0, float("-inf")
-        )  # (B, T, T)
+        weights = weights.masked_fill(self.tril[:T, :T] == 0, float("-inf"))
         weights = F.softmax(weights, dim=-1)  # (B, T, T), each row sums to 1
         out = weights @ v  # (B, T, T) x (B, T, D) -> (B, T, D)
         if return_weights:
@@ -184,16 +181,14 @@ class MultiHeadAttention(nn.Module):
         """
         _check_input(x, self.n_embed, self.context_length)
         if not return_weights:
-            out = torch.cat(
-                [h(x) for h in self.heads], dim=-1
-            )  # H x (B, T, D) -> (B, T, C)
+            # H x (B, T, D) -> (B, T, C)
+            out = torch.cat([h(x) for h in self.heads], dim=-1)
             return self.proj(out)  # (B, T, C)
         # Same computation, keeping each head's weights as well.
         pairs = [h(x, return_weights=True) for h in self.heads]
         out = torch.cat([o for o, _ in pairs], dim=-1)  # H x (B, T, D) -> (B, T, C)
-        weights = torch.stack(
-            [w for _, w in pairs], dim=1
-        )  # H x (B, T, T) -> (B, H, T, T)
+        # H x (B, T, T) -> (B, H, T, T)
+        weights = torch.stack([w for _, w in pairs], dim=1)
         return self.proj(out), weights
 
 
@@ -230,18 +225,14 @@ class CausalSelfAttention(nn.Module):
         v = v.view(B, T, H, D).transpose(1, 2)  # (B, T, C) -> (B, H, T, D)
         if return_weights:
             # The fused kernel never stores the (T, T) weights; this path does.
-            y, weights = scaled_dot_product_attention(
-                q, k, v, causal_mask(T).to(x.device)
-            )
+            mask = causal_mask(T).to(x.device)  # (T, T)
+            y, weights = scaled_dot_product_attention(q, k, v, mask)
         else:
             # is_causal=True masks inside the kernel: no tril buffer needed.
-            y = F.scaled_dot_product_attention(
-                q, k, v, is_causal=True
-            )  # (B, H, T, D)
+            # (B, H, T, D) x3 -> (B, H, T, D)
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         # Heads back side by side, the channel layout of MultiHeadAttention's cat.
-        y = (
-            y.transpose(1, 2).contiguous().view(B, T, C)
-        )  # (B, H, T, D) -> (B, T, C)
+        y = y.transpose(1, 2).contiguous().view(B, T, C)  # (B, T, C)
         y = self.proj(y)  # (B, T, C)
         if return_weights:
             return y, weights  # (B, T, C), (B, H, T, T)
@@ -260,13 +251,13 @@ class CausalSelfAttention(nn.Module):
         with torch.no_grad():
             # Each head's Linear weight is (D, C); H of them stacked in head order
             # are the rows that .view(B, T, H, D) later splits into the same heads.
-            new.qkv.weight.copy_(
-                torch.cat(
-                    [h.query.weight for h in mha.heads]
-                    + [h.key.weight for h in mha.heads]
-                    + [h.value.weight for h in mha.heads]
-                )  # 3H x (D, C) -> (3C, C)
+            # 3H x (D, C) -> (3C, C)
+            stacked = torch.cat(
+                [h.query.weight for h in mha.heads]
+                + [h.key.weight for h in mha.heads]
+                + [h.value.weight for h in mha.heads]
             )
+            new.qkv.weight.copy_(stacked)
             new.proj.load_state_dict(mha.proj.state_dict())
         return new
 
