@@ -10,6 +10,7 @@ import math
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
 # --8<-- [end:imports]
 
 __all__ = [

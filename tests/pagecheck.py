@@ -132,9 +132,7 @@ def parse_page(path: Path, root: Path, expand) -> list[Block]:
                     f"{rel}:{i + 1}: a 'check:' directive must sit directly above a fence"
                 )
             if _INCLUDE.match(line):
-                raise PageError(
-                    f"{rel}:{i + 1}: includes outside a code fence are not supported"
-                )
+                raise PageError(f"{rel}:{i + 1}: includes outside a code fence are not supported")
             if _SECTION.search(line):
                 raise PageError(
                     f"{rel}:{i + 1}: the build deletes a line holding a section marker; "
@@ -156,13 +154,13 @@ def parse_page(path: Path, root: Path, expand) -> list[Block]:
                 break
             raw = lines[i]
             if raw.strip() == "--8<--":
-                raise PageError(f"{rel}:{i + 1}: use the one-line form --8<-- \"file:section\"")
+                raise PageError(f'{rel}:{i + 1}: use the one-line form --8<-- "file:section"')
             try:
                 expanded = expand([raw]) if "8<-" in raw else [raw]
             except Exception as err:  # pymdownx's SnippetMissingError and friends
                 raise PageError(f"{rel}:{i + 1}: include failed: {err}") from err
             for text in expanded:
-                body.append(text[len(indent):] if text.startswith(indent) else text.lstrip())
+                body.append(text[len(indent) :] if text.startswith(indent) else text.lstrip())
                 line_map.append(i + 1)
             i += 1
         blocks.append(

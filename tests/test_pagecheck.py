@@ -50,7 +50,7 @@ def run_pages(tmp_path: Path, pages: dict[str, str], *args: str) -> subprocess.C
     )
 
 
-GOOD = '''\
+GOOD = """\
     # A page
 
     ```python title="code/greeting.py"
@@ -72,7 +72,7 @@ GOOD = '''\
     ```python
     import cuda_only_package
     ```
-'''
+"""
 
 
 def test_good_page_runs_blocks_in_one_namespace_and_reports_counts(tmp_path):
@@ -124,7 +124,7 @@ def test_wrong_output_fails_and_update_output_rewrites_it(tmp_path):
     assert "--- page shows ---\n41\n--- code printed ---\n42" in proc.stdout
     proc = run_pages(tmp_path, {"output.md": page}, "--update-output")
     assert proc.returncode == 0
-    assert "```text title=\"Output\"\n42\n```" in (tmp_path / "docs" / "output.md").read_text()
+    assert '```text title="Output"\n42\n```' in (tmp_path / "docs" / "output.md").read_text()
 
 
 def test_later_blocks_fail_after_an_earlier_one_failed(tmp_path):
@@ -148,7 +148,7 @@ def test_later_blocks_fail_after_an_earlier_one_failed(tmp_path):
         ("<!-- check: skip -->\n```python\npass\n```\n", "'check: skip' needs a reason"),
         ("<!-- check: later -->\n```python\npass\n```\n", "unknown directive"),
         ("```python\npass\n", "never closed"),
-        ("```text title=\"Output\"\n1\n```\n", "an Output block must follow a code block"),
+        ('```text title="Output"\n1\n```\n', "an Output block must follow a code block"),
         ('--8<-- "code/greeting.py:greet"\n', "includes outside a code fence"),
         ("Mark it with `# --8<-- [start:x]`.\n", "the build deletes a line holding"),
     ],

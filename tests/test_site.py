@@ -67,7 +67,7 @@ def test_code_shown_is_code_tested(built_site, page):
     parser.feed(_html_for(built_site, page))
     shown = [html.unescape(code) for lang, code in parser.blocks if lang in PYTHON_LANGS]
     assert len(shown) == len(tested), "python blocks on the rendered page vs blocks collected"
-    for s, t in zip(shown, tested):
+    for s, t in zip(shown, tested, strict=True):
         assert s.rstrip("\n") == t.rstrip("\n")
 
 
