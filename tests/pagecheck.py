@@ -312,7 +312,14 @@ class MarkdownPage(pytest.File):
         namespace = PageNamespace(self.path.relative_to(root).as_posix())
         stats = cache["pages"].setdefault(
             namespace.module.__name__,
-            {"page": self.path.relative_to(root).as_posix(), "ran": 0, "skipped": [], "outputs": 0},
+            {
+                "page": self.path.relative_to(root).as_posix(),
+                "collected": 0,
+                "ran": 0,
+                "passed": 0,
+                "skipped": [],
+                "outputs": 0,
+            },
         )
         for block in blocks:
             if block.kind is None:
@@ -328,6 +335,7 @@ class CodeBlockItem(pytest.Item):
         self.block = block
         self.namespace = namespace
         self.stats = stats
+        stats["collected"] += 1
         if block.skip:
             self.add_marker(pytest.mark.skip(reason=f"{block.where}: {block.skip}"))
 
@@ -360,6 +368,7 @@ class CodeBlockItem(pytest.Item):
                     f"block at {block.expected_output.where}\n--- page shows ---\n{expected}\n"
                     f"--- code printed ---\n{actual}",
                 )
+        self.stats["passed"] += 1
 
     def repr_failure(self, excinfo):
         if isinstance(excinfo.value, BlockFailure):
@@ -380,6 +389,43 @@ def pytest_runtest_makereport(item, call):
 
 
 def pytest_sessionfinish(session):
+    _record_green_pages(session.config)
+    _update_outputs(session)
+
+
+LAST_RUN = Path(".cache") / "pagecheck" / "last-run.json"
+
+
+def _record_green_pages(config) -> None:
+    """Note each page whose every block ran (or was skipped by its page) and passed.
+
+    hooks/last_run.py puts the note in the page's footer when the site is built.
+    """
+    import json
+    import platform
+    from datetime import UTC, datetime
+
+    import torch
+
+    path = config.rootpath / LAST_RUN
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, ValueError):
+        record = {}
+    now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    for stats in config._pagecheck["pages"].values():
+        if stats["collected"] and stats["passed"] + len(stats["skipped"]) == stats["collected"]:
+            record[stats["page"]] = {
+                "when": now,
+                "blocks": stats["ran"],
+                "torch": torch.__version__,
+                "python": platform.python_version(),
+            }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+
+
+def _update_outputs(session) -> None:
     """With --update-output, write what the code printed into the pages' Output blocks."""
     root = session.config.rootpath
     updates = sorted(session.config._pagecheck["updates"], key=lambda u: (u[0].page, -u[0].line))

@@ -1,0 +1,26 @@
+"""MkDocs hook: tell each page's reader when its code blocks last ran green, and on what.
+
+The test suite (tests/pagecheck.py) records every page whose blocks all passed in
+.cache/pagecheck/last-run.json; the deploy workflow runs the pages' blocks right before it
+builds the site, so the published note is that run's.
+"""
+
+import json
+from pathlib import Path
+
+RECORD = Path(".cache") / "pagecheck" / "last-run.json"
+
+
+def on_page_markdown(markdown, page, config, files):
+    record_file = Path(config["config_file_path"]).parent / RECORD
+    try:
+        record = json.loads(record_file.read_text())
+    except (OSError, ValueError):
+        record = {}
+    entry = record.get(f"docs/{page.file.src_uri}")
+    if entry:
+        page.meta["code_last_ran"] = (
+            f"The {entry['blocks']} code blocks on this page last ran green on {entry['when']}, "
+            f"with torch {entry['torch']} and Python {entry['python']}."
+        )
+    return markdown

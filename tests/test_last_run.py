@@ -1,0 +1,36 @@
+"""The 'last ran green' note: recorded by the page harness, shown by hooks/last_run.py."""
+
+import json
+import sys
+from types import SimpleNamespace
+
+from tests.conftest import ROOT
+from tests.test_pagecheck import GOOD, run_pages
+
+sys.path.insert(0, str(ROOT / "hooks"))
+import last_run  # noqa: E402
+
+
+def test_harness_records_only_pages_whose_blocks_all_passed(tmp_path):
+    broken = "```python\nraise RuntimeError\n```\n"
+    run_pages(tmp_path, {"good.md": GOOD, "broken.md": broken})
+    record = json.loads((tmp_path / ".cache" / "pagecheck" / "last-run.json").read_text())
+    assert set(record) == {"docs/good.md"}
+    assert record["docs/good.md"]["blocks"] == 2
+    assert record["docs/good.md"]["torch"].startswith("2.")
+
+
+def test_hook_puts_the_record_in_the_page_meta(tmp_path):
+    (tmp_path / ".cache" / "pagecheck").mkdir(parents=True)
+    (tmp_path / ".cache" / "pagecheck" / "last-run.json").write_text(
+        json.dumps({"docs/a.md": {"blocks": 3, "when": "W", "torch": "T", "python": "P"}})
+    )
+    config = {"config_file_path": str(tmp_path / "mkdocs.yml")}
+    page = SimpleNamespace(file=SimpleNamespace(src_uri="a.md"), meta={})
+    last_run.on_page_markdown("text", page=page, config=config, files=None)
+    assert page.meta["code_last_ran"] == (
+        "The 3 code blocks on this page last ran green on W, with torch T and Python P."
+    )
+    other = SimpleNamespace(file=SimpleNamespace(src_uri="b.md"), meta={})
+    last_run.on_page_markdown("text", page=other, config=config, files=None)
+    assert "code_last_ran" not in other.meta
