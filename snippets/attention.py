@@ -72,7 +72,14 @@ def _check_input(x: torch.Tensor, n_embed: int, context_length: int) -> None:
 
 # --8<-- [start:causal_mask]
 def causal_mask(T: int) -> torch.Tensor:
-    """(T, T) bool mask, True where query position i may attend to key j <= i."""
+    """The causal mask: query position i may attend to key positions j <= i.
+
+    Args:
+        T: sequence length, a positive int.
+
+    Returns:
+        A (T, T) bool tensor, True on and below the diagonal.
+    """
     _check_positive_int("T", T)
     # Lower triangle: row i allows columns 0..i, so no token sees a later one.
     return torch.tril(torch.ones(T, T, dtype=torch.bool))  # (T, T)
@@ -90,9 +97,13 @@ def scaled_dot_product_attention(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """softmax(q @ k^T / sqrt(D)) @ v, written out term by term.
 
-    q, k, v: (..., T, D). mask: bool, broadcastable to (..., T, T),
-    True where attending is allowed.
-    Returns out (..., T, D) and the attention weights (..., T, T).
+    Args:
+        q, k, v: queries, keys and values, each (..., T, D).
+        mask: optional bool tensor broadcastable to (..., T, T), True where a
+            query may attend to a key.
+
+    Returns:
+        out (..., T, D) and the attention weights (..., T, T).
     """
     D = q.size(-1)
     # Dividing by sqrt(D) keeps the scores' variance near 1 whatever the head size;
@@ -116,7 +127,13 @@ def scaled_dot_product_attention(
 
 # --8<-- [start:head]
 class Head(nn.Module):
-    """One head of causal self-attention, written out step by step."""
+    """One head of causal self-attention, written out step by step.
+
+    Args:
+        head_size: D, the width of this head's queries, keys and values.
+        n_embed: C, the width of the input vectors.
+        context_length: the longest sequence the head accepts.
+    """
 
     def __init__(self, head_size: int, n_embed: int, context_length: int):
         super().__init__()
@@ -160,7 +177,13 @@ class Head(nn.Module):
 
 # --8<-- [start:multihead]
 class MultiHeadAttention(nn.Module):
-    """H heads side by side, each D = C // H wide, concatenated back to width C."""
+    """H heads side by side, each D = C // H wide, concatenated back to width C.
+
+    Args:
+        n_head: H, the number of heads; must divide n_embed.
+        n_embed: C, the width of the input and output vectors.
+        context_length: the longest sequence the layer accepts.
+    """
 
     def __init__(self, n_head: int, n_embed: int, context_length: int):
         super().__init__()
@@ -198,7 +221,10 @@ class MultiHeadAttention(nn.Module):
 
 # --8<-- [start:batched]
 class CausalSelfAttention(nn.Module):
-    """What MultiHeadAttention computes, with all heads in one batched matmul."""
+    """What MultiHeadAttention computes, with all heads in one batched matmul.
+
+    Same arguments as MultiHeadAttention; `from_multihead` copies one's weights.
+    """
 
     def __init__(self, n_head: int, n_embed: int, context_length: int):
         super().__init__()

@@ -27,7 +27,9 @@ class _CodeBlocks(HTMLParser):
         classes = (dict(attrs).get("class") or "").split()
         if tag == "div":
             langs = [c[len("language-") :] for c in classes if c.startswith("language-")]
-            self._lang.append(langs[0] if langs and "highlight" in classes else None)
+            # Signatures that mkdocstrings renders on the API pages are not page code.
+            is_code = langs and "highlight" in classes and "doc-signature" not in classes
+            self._lang.append(langs[0] if is_code else None)
         elif tag == "code" and self._lang and self._lang[-1]:
             self._in_code += 1
             self._text = []
