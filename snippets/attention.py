@@ -98,7 +98,9 @@ def scaled_dot_product_attention(
     """softmax(q @ k^T / sqrt(D)) @ v, written out term by term.
 
     Args:
-        q, k, v: queries, keys and values, each (..., T, D).
+        q: queries (..., T, D).
+        k: keys (..., T, D).
+        v: values (..., T, D).
         mask: optional bool tensor broadcastable to (..., T, T), True where a
             query may attend to a key.
 
