@@ -1,0 +1,222 @@
+"""A decoder-only Transformer (GPT) around the attention of snippets/attention.py.
+
+Needs torch and two files of this folder: attention.py (the attention layers) and
+objectives.py (the loss). Shape letters: B batch, T sequence length, C channels
+(n_embed), H heads, V vocabulary size, L layers.
+"""
+
+# --8<-- [start:imports]
+import dataclasses
+
+import torch
+import torch.nn as nn
+
+from snippets.attention import CausalSelfAttention, MultiHeadAttention
+from snippets.objectives import lm_loss
+
+# --8<-- [end:imports]
+
+__all__ = ["GPTConfig", "MLP", "Block", "GPT", "parameter_count"]
+
+
+# --8<-- [start:config]
+# Both layers compute the same function (see the attention page): "per-head" is the
+# readable one, "fused" the one to train with.
+ATTENTION = {"fused": CausalSelfAttention, "per-head": MultiHeadAttention}
+
+
+@dataclasses.dataclass(frozen=True)
+class GPTConfig:
+    vocab_size: int = 96  # V
+    context_length: int = 32  # the longest T: the position table has this many rows
+    n_embed: int = 64  # C, the width of the residual stream
+    n_head: int = 4  # H; each head is D = C // H wide
+    n_layer: int = 2  # L blocks
+    dropout: float = 0.0  # 0 keeps outputs deterministic; 0.1-0.2 regularises
+    tie_weights: bool = False  # True: the LM head reuses the token embedding table
+    attention: str = "fused"  # a key of ATTENTION
+
+    def __post_init__(self):
+        sizes = ("vocab_size", "context_length", "n_embed", "n_head", "n_layer")
+        for name in sizes:
+            value = getattr(self, name)
+            if type(value) is not int:
+                raise TypeError(
+                    f"{name} ({value!r}) must be an int, got {type(value).__name__}"
+                )
+            if value <= 0:
+                raise ValueError(f"{name} ({value}) must be positive")
+        if self.n_embed % self.n_head != 0:
+            raise ValueError(
+                f"n_embed ({self.n_embed}) must be divisible by "
+                f"n_head ({self.n_head})"
+            )
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"dropout ({self.dropout}) must be in [0, 1)")
+        if self.attention not in ATTENTION:
+            raise ValueError(
+                f"attention ({self.attention!r}) must be one of {list(ATTENTION)}"
+            )
+
+
+# --8<-- [end:config]
+
+
+# --8<-- [start:mlp]
+class MLP(nn.Module):
+    """Per position: widen to 4C, GELU, back to C. Positions do not mix here."""
+
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        C = config.n_embed
+        self.fc = nn.Linear(C, 4 * C)
+        # The non-linearity attention lacks: its output is a weighted average.
+        self.gelu = nn.GELU()
+        self.proj = nn.Linear(4 * C, C)
+        self.drop = nn.Dropout(config.dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x (B, T, C) -> (B, T, C)."""
+        h = self.gelu(self.fc(x))  # (B, T, C) -> (B, T, 4C)
+        return self.drop(self.proj(h))  # (B, T, 4C) -> (B, T, C)
+
+
+# --8<-- [end:mlp]
+
+
+# --8<-- [start:block]
+class Block(nn.Module):
+    """Pre-norm residual block: x + attention(LN(x)), then x + MLP(LN(x))."""
+
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        C = config.n_embed
+        self.ln1 = nn.LayerNorm(C)
+        attention = ATTENTION[config.attention]
+        self.attn = attention(config.n_head, C, config.context_length)
+        self.drop = nn.Dropout(config.dropout)
+        self.ln2 = nn.LayerNorm(C)
+        self.mlp = MLP(config)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x (B, T, C) -> (B, T, C)."""
+        # Each sublayer reads a normalised copy of the stream and adds its result.
+        # The stream itself is never normalised on the way through: a block starts
+        # close to the identity, and gradients reach the first layers undiminished.
+        x = x + self.drop(self.attn(self.ln1(x)))  # positions exchange information
+        x = x + self.mlp(self.ln2(x))  # each position works on what it gathered
+        return x
+
+
+# --8<-- [end:block]
+
+
+# --8<-- [start:gpt]
+class GPT(nn.Module):
+    """Token ids (B, T) -> next-token logits (B, T, V), and a loss given targets."""
+
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        if not isinstance(config, GPTConfig):
+            raise TypeError(f"config must be a GPTConfig, got {type(config)}")
+        self.config = config
+        V, C = config.vocab_size, config.n_embed
+        self.tok_emb = nn.Embedding(V, C)  # row v: the vector of token v
+        self.pos_emb = nn.Embedding(config.context_length, C)  # row t: position t
+        self.drop = nn.Dropout(config.dropout)
+        self.blocks = nn.ModuleList([Block(config) for _ in range(config.n_layer)])
+        self.ln_f = nn.LayerNorm(C)  # the stream is a sum of L blocks' outputs
+        self.lm_head = nn.Linear(C, V, bias=False)  # row v scores token v as next
+        if config.tie_weights:
+            # One (V, C) matrix both reads tokens in and scores them out: V * C
+            # fewer parameters, and each token's two roles learn from each other.
+            self.lm_head.weight = self.tok_emb.weight
+        self.apply(self._init_weights)
+
+    @staticmethod
+    def _init_weights(module: nn.Module) -> None:
+        # Small weights (std 0.02, as in GPT-2) make the first logits nearly equal:
+        # an untrained model predicts almost uniformly, its loss starts near ln(V).
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+        if isinstance(module, nn.Linear) and module.bias is not None:
+            nn.init.zeros_(module.bias)
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None):
+        """idx (B, T) -> (logits (B, T, V), loss); loss is None without targets."""
+        self._check_idx(idx)
+        B, T = idx.shape
+        tok = self.tok_emb(idx)  # (B, T) -> (B, T, C)
+        pos = self.pos_emb(torch.arange(T, device=idx.device))  # (T,) -> (T, C)
+        x = self.drop(tok + pos)  # (B, T, C) + (T, C) broadcast over B: (B, T, C)
+        for block in self.blocks:
+            x = block(x)  # (B, T, C)
+        logits = self.lm_head(self.ln_f(x))  # (B, T, C) -> (B, T, V)
+        loss = None if targets is None else lm_loss(logits, targets)  # scalar
+        return logits, loss
+
+    def _check_idx(self, idx: torch.Tensor) -> None:
+        """idx must be (B, T) integer ids in [0, V), with T <= context_length.
+
+        Checked here, where both limits are known: inside nn.Embedding a bad id is
+        an IndexError that names neither the id nor vocab_size.
+        """
+        V, context_length = self.config.vocab_size, self.config.context_length
+        if not isinstance(idx, torch.Tensor):
+            raise TypeError(f"idx must be a tensor of token ids, got {type(idx)}")
+        if idx.dtype.is_floating_point or idx.dtype == torch.bool:
+            raise TypeError(
+                f"idx must hold integer token ids (torch.long), got {idx.dtype}"
+            )
+        if idx.dim() != 2:
+            raise ValueError(f"idx must have shape (B, T), got {tuple(idx.shape)}")
+        T = idx.size(1)
+        if T > context_length:
+            raise ValueError(
+                f"T={T} exceeds context_length={context_length}: the position "
+                f"table has only {context_length} rows (crop idx to its last "
+                f"{context_length} tokens)"
+            )
+        bad = (idx < 0) | (idx >= V)  # (B, T)
+        if bad.any():
+            b, t = bad.nonzero()[0].tolist()
+            raise ValueError(
+                f"token id {idx[b, t].item()} at (b={b}, t={t}) is out of range "
+                f"for vocab_size={V}: ids run from 0 to {V - 1}"
+            )
+
+    @classmethod
+    def from_per_head(cls, model: "GPT") -> "GPT":
+        """A "fused" GPT computing exactly the function of the "per-head" model."""
+        if not isinstance(model, GPT) or model.config.attention != "per-head":
+            raise TypeError("model must be a GPT with attention='per-head'")
+        weight = model.lm_head.weight
+        new = cls(dataclasses.replace(model.config, attention="fused"))
+        new = new.to(device=weight.device, dtype=weight.dtype)
+        for new_block, block in zip(new.blocks, model.blocks, strict=True):
+            new_block.attn = CausalSelfAttention.from_multihead(block.attn)
+        # Every other parameter has the same name and shape in both models.
+        rest = {k: v for k, v in model.state_dict().items() if ".attn." not in k}
+        new.load_state_dict({**new.state_dict(), **rest})
+        return new
+
+
+# --8<-- [end:gpt]
+
+
+# --8<-- [start:parameter_count]
+def parameter_count(config: GPTConfig) -> int:
+    """The number of trainable parameters of GPT(config), counted by hand."""
+    V, C, L = config.vocab_size, config.n_embed, config.n_layer
+    embeddings = V * C + config.context_length * C  # token table + position table
+    layer_norm = 2 * C  # a scale and a shift per channel
+    # q, k and v: three (C, C) maps without bias, all heads together (the per-head
+    # layer cuts the same weights into H slices); proj: C * C + C.
+    attention = 3 * C * C + (C * C + C)
+    mlp = (C * 4 * C + 4 * C) + (4 * C * C + C)  # fc and proj, each with a bias
+    block = layer_norm + attention + layer_norm + mlp  # = 12 C^2 + 10 C
+    head = 0 if config.tie_weights else V * C  # no bias; tied: counted already
+    return embeddings + L * block + layer_norm + head
+
+
+# --8<-- [end:parameter_count]
