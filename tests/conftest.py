@@ -7,6 +7,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
+# Lines for the end of the run: tests/test_browser.py puts its per-page table here.
+BROWSER_REPORT = pytest.StashKey[list]()
+
 
 @pytest.fixture(scope="session")
 def built_site(tmp_path_factory) -> Path:
@@ -22,3 +25,11 @@ def built_site(tmp_path_factory) -> Path:
     if proc.returncode != 0:
         pytest.fail(f"mkdocs build --strict failed:\n{proc.stdout}\n{proc.stderr}", pytrace=False)
     return out
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    lines = config.stash.get(BROWSER_REPORT, None)
+    if lines:
+        terminalreporter.section("pages in the browser (tests/test_browser.py)")
+        for line in lines:
+            terminalreporter.write_line(line)

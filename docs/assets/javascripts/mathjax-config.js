@@ -9,6 +9,10 @@ window.MathJax = {
     displayMath: [["\\[", "\\]"]],
     processEscapes: true,
     processEnvironments: true,
+    // Without this, an unknown macro (a typo such as \sqrtt) is drawn as red text with no
+    // error node, and nothing can tell it from a typeset formula. Removing "noundefined"
+    // turns it into a real MathJax error (mjx-merror) that the browser tests catch.
+    packages: { "[-]": ["noundefined"] },
   },
   options: {
     // Only typeset what pymdownx.arithmatex marked; everything else is left alone.
