@@ -5,8 +5,11 @@
 // each formula twice.
 window.MathJax = {
   tex: {
-    inlineMath: [["\\(", "\\)"]],
-    displayMath: [["\\[", "\\]"]],
+    // Notebook pages: nbconvert writes every formula of a Markdown cell with dollars, whatever
+    // the source used. Dollars are looked for only where typesetting happens at all (see
+    // processHtmlClass below), never in the rest of a page.
+    inlineMath: [["\\(", "\\)"], ["$", "$"]],
+    displayMath: [["\\[", "\\]"], ["$$", "$$"]],
     processEscapes: true,
     processEnvironments: true,
     // Without this, an unknown macro (a typo such as \sqrtt) is drawn as red text with no
@@ -15,9 +18,12 @@ window.MathJax = {
     packages: { "[-]": ["noundefined"] },
   },
   options: {
-    // Only typeset what pymdownx.arithmatex marked; everything else is left alone.
+    // Only typeset what pymdownx.arithmatex marked, and the Markdown cells of notebook pages
+    // (mkdocs-jupyter leaves their formulas as text); everything else is left alone.
+    // ".+", not ".*|": that would also match elements with no class at all, such as the
+    // plain <p> of a notebook's Markdown cell.
     ignoreHtmlClass: ".+",
-    processHtmlClass: "arithmatex",
+    processHtmlClass: "arithmatex|jp-RenderedMarkdown",
   },
   chtml: {
     // The fonts are vendored next to tex-chtml.js; the default points at a CDN. The URL is

@@ -1,0 +1,403 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # See attention
+#
+# The [attention page](../attention/) built attention from its equation; this page
+# trains two small models and draws where their heads look. It is a notebook, run
+# from top to bottom every time the site is built with code that changed: each
+# number and picture below comes from that run, on one CPU core, in seconds.
+#
+# 1. A two-layer model made of attention alone, trained on sequences that repeat:
+#    one of its heads becomes an **induction head**, a head that finds the earlier
+#    copy of the current token and looks at what came next.
+# 2. [The guide's GPT](../transformer/), trained briefly on the text of the guide
+#    itself, one token per character: each head's attention pattern on a sentence,
+#    with the causal mask visible as the empty upper triangle.
+#
+# The models live in `snippets/induction.py` and `snippets/explorer.py`, with their
+# tests in `tests/test_induction.py` and `tests/test_explorer.py`. The [attention
+# explorer](../attention/#see-the-heads-at-work) shows the same models' weights, one
+# query at a time.
+
+# %%
+import html
+import io
+import re
+
+import matplotlib
+import matplotlib.pyplot as plt
+import torch
+from IPython.display import HTML, display
+
+from snippets.explorer import (
+    CharGPTConfig,
+    attention_mask,
+    gpt_attention,
+    letters,
+    trained_char_gpt,
+    trained_induction,
+)
+from snippets.induction import (
+    AttentionOnly,
+    InductionConfig,
+    induction_scores,
+    previous_token_scores,
+    repeated_tokens,
+    uniform_induction_score,
+)
+
+# The models are tiny: one thread beats two on a busy 2-core machine.
+torch.set_num_threads(1)
+
+# %% [markdown]
+# The figures are SVG with a transparent background. Text and axes are drawn in a
+# stand-in colour that becomes `currentColor`: they take the colour of the page's
+# text, in the light and in the dark scheme alike.
+
+# %%
+INK = "#010203"  # replaced by currentColor in the SVG
+FIGURES = iter(range(1, 100))  # numbers that keep each figure's SVG ids apart
+matplotlib.rcParams.update(
+    {
+        "text.color": INK,
+        "axes.edgecolor": INK,
+        "axes.labelcolor": INK,
+        "xtick.color": INK,
+        "ytick.color": INK,
+        "font.size": 9,
+        "svg.hashsalt": "see-attention",  # the same ids on every run
+    }
+)
+
+
+def show(fig, description: str) -> None:
+    """Display fig as an SVG inside the page, so that it follows the page's colours
+    (in an <img>, currentColor would be black in both schemes)."""
+    buffer = io.StringIO()
+    fig.savefig(buffer, format="svg", transparent=True, bbox_inches="tight")
+    plt.close(fig)
+    svg = buffer.getvalue()
+    svg = svg[svg.index("<svg ") :].replace(INK, "currentColor")
+    # Several figures share one page: keep only the ids something refers to (glyphs,
+    # clip paths), each renamed for this figure, and scope the figure's CSS to it.
+    name = f"figure-{next(FIGURES)}"
+    used = set(re.findall(r'(?:href="#|url[(]#)([^")]+)', svg))
+    svg = re.sub(
+        r' id="([^"]+)"',
+        lambda m: f' id="{name}-{m[1]}"' if m[1] in used else "",
+        svg,
+    )
+    svg = re.sub(r'(href="#|url[(]#)([^")]+)', rf"\g<1>{name}-\g<2>", svg)
+    svg = svg.replace("*{", f"#{name} *{{")
+    attributes = (
+        f'id="{name}" role="img" aria-label="{html.escape(description)}" '
+        f'style="max-width: 100%; height: auto"'
+    )
+    display(HTML(svg.replace("<svg ", f"<svg {attributes} ", 1)))
+
+
+def heatmap(ax, weights, tokens, title: str) -> None:
+    """One head's (T, T) weights: row = query, column = key. Masked cells stay
+    empty, and a line follows the edge of the causal mask; tokens may be None."""
+    T = weights.size(-1)
+    shown = weights.masked_fill(~torch.ones(T, T).tril().bool(), float("nan"))
+    ax.imshow(shown, cmap="viridis", vmin=0, vmax=1, interpolation="nearest")
+    edge = torch.arange(T + 1) - 0.5
+    ax.step(edge, edge, where="post", color=INK, linewidth=0.6)
+    ax.set_title(title, fontsize=9)
+    if tokens is None:
+        ax.set_xticks([])
+        ax.set_yticks([])
+    else:
+        ax.set_xticks(range(T), tokens, fontsize=7, family="monospace")
+        ax.set_yticks(range(T), tokens, fontsize=7, family="monospace")
+    ax.tick_params(length=0, pad=1)
+    for side in ax.spines.values():
+        side.set_visible(False)
+
+
+# %% [markdown]
+# ## An induction head
+#
+# Text repeats itself: names, phrases, lines of code. A model that has seen "... q k
+# ..." can guess that the next "q" will again be followed by "k". An induction head
+# does this with attention: at the second "q" it attends to the "k" after the first
+# one, and copies it forward. It needs two layers, one to note at each position
+# which token came before it, one to search for the position whose predecessor is
+# the current token.
+#
+# The task makes that the only way to win. Every row is a segment of distinct random
+# tokens (shown as letters) repeated until the row is full; the segment's length,
+# its period, changes from row to row, so no head can find the earlier copy by its
+# position alone:
+
+# %%
+config = InductionConfig()
+rows = repeated_tokens(
+    4,
+    config.context_length,
+    config.vocab_size,
+    config.min_period,
+    config.max_period,
+    generator=torch.Generator().manual_seed(1),
+)
+for row in rows:
+    print("".join(letters(row)))
+
+# %% [markdown]
+# The first copy of a segment is unpredictable; everything after it can be predicted
+# exactly, by copying. The model is `AttentionOnly`: token and position embeddings,
+# two layers of the guide's `CausalSelfAttention`, four heads each, and no MLP.
+# Training it takes a few seconds. `trained_induction` trains it, or loads the copy
+# that this same code already trained: the site build, the attention explorer and
+# the test suite share one training per version of the code.
+
+# %%
+model, losses = trained_induction(config)
+print(config)
+print(
+    f"loss over steps 1-20: {sum(losses[:20]) / 20:.2f}, "
+    f"over the last 20: {sum(losses[-20:]) / 20:.2f}"
+)
+
+# %% [markdown]
+# The loss settles near the cost of the unpredictable first copies, and the loss on
+# repeated tokens is close to zero:
+
+# %%
+fig, ax = plt.subplots(figsize=(5.5, 2.2))
+ax.plot(range(1, len(losses) + 1), losses, color="#5b8def", linewidth=1)
+ax.set_xlabel("training step")
+ax.set_ylabel("loss (nats)")
+ax.set_ylim(bottom=0)
+ax.spines[["top", "right"]].set_visible(False)
+show(
+    fig,
+    "Training loss of the attention-only model: it falls from about 3.3 to 1.",
+)
+
+# %% [markdown]
+# ### Scoring the heads
+#
+# To find the induction head, score each head on rows made of one segment of
+# $P = 16$ tokens, repeated once. A token at position $t \ge P$ last occurred
+# at $t - P$, and the token after that occurrence sits at $t - P + 1$. A
+# head's **induction score** is its mean attention weight on exactly that key, over
+# all queries of the second copy; its **previous-token score** is its mean weight on
+# key $t - 1$:
+#
+# $$
+# \text{induction} = \frac{1}{T - P} \sum_{t=P}^{T-1} a_{t,\,t-P+1},
+# \qquad
+# \text{previous token} = \frac{1}{T - 1} \sum_{t=1}^{T-1} a_{t,\,t-1}.
+# $$
+#
+# A head that spreads its attention evenly gives $1/(t+1)$ to each of the $t+1$
+# keys it may see. Averaged over the second copy that is the **uniform baseline**,
+# computed below; an untrained model is close to it.
+
+# %%
+P = 16
+T = config.context_length
+held_out = repeated_tokens(
+    256, T, config.vocab_size, P, generator=torch.Generator().manual_seed(123)
+)
+with torch.no_grad():
+    logits, weights = model(held_out)  # weights: (B, L, H, T, T)
+    torch.manual_seed(1)
+    _, untrained_weights = AttentionOnly(config)(held_out)
+second_copy = torch.nn.functional.cross_entropy(
+    logits[:, P:-1].flatten(0, 1), held_out[:, P + 1 :].flatten()
+)
+print(f"loss on the second copy: {second_copy:.3f} nats per token")
+induction = induction_scores(weights, P)  # (L, H)
+previous = previous_token_scores(weights)
+untrained = induction_scores(untrained_weights, P)
+print(f"uniform baseline: {uniform_induction_score(P, T):.3f}")
+print(f"untrained model, best head: {untrained.max():.3f}")
+print("layer head  induction  previous token")
+for layer in range(config.n_layer):
+    for head in range(config.n_head):
+        print(
+            f"{layer + 1:>5} {head + 1:>4}  {induction[layer, head]:9.3f}"
+            f"  {previous[layer, head]:14.3f}"
+        )
+
+# %% [markdown]
+# The heads of the second layer put most of their weight on the one key an induction
+# head would choose, an order of magnitude above the baseline; heads of the first
+# layer attend to the previous token, the half of the circuit that makes this
+# possible. Here is every head on one held-out row, query down the side, key along
+# the top:
+
+# %%
+fig, axes = plt.subplots(config.n_layer, config.n_head, figsize=(8, 4.6))
+for layer in range(config.n_layer):
+    for head in range(config.n_head):
+        title = (
+            f"L{layer + 1} H{head + 1}\n"
+            f"ind {induction[layer, head]:.2f}, prev {previous[layer, head]:.2f}"
+        )
+        heatmap(axes[layer, head], weights[0, layer, head], None, title)
+fig.tight_layout()
+show(
+    fig,
+    "The 8 heads of the attention-only model on a repeated row, with their scores. "
+    "Second-layer heads show a stripe 15 positions below the main diagonal.",
+)
+
+# %% [markdown]
+# The two heads of the circuit, up close: the best induction head, and the best
+# previous-token head of the first layer, with the row's letters along the axes.
+
+# %%
+tokens = letters(held_out[0])
+best = divmod(int(induction.argmax()), config.n_head)
+best_previous = (0, int(previous[0].argmax()))
+fig, axes = plt.subplots(1, 2, figsize=(9, 4.8))
+for ax, (layer, head), kind in zip(
+    axes, [best, best_previous], ["induction", "previous-token"], strict=True
+):
+    title = f"L{layer + 1} H{head + 1}: the best {kind} head"
+    heatmap(ax, weights[0, layer, head], tokens, title)
+axes[0].set_ylabel("query")
+for ax in axes:
+    ax.set_xlabel("key")
+fig.tight_layout()
+show(
+    fig,
+    f"Head L{best[0] + 1} H{best[1] + 1} attends 15 keys back in the second copy; "
+    f"head L1 H{best_previous[1] + 1} attends mostly to the previous token.",
+)
+
+# %% [markdown]
+# Read a second-layer head row by row. A query in the second copy (the lower half)
+# puts its weight on one key in the first copy, 15 positions back: the stripe
+# parallel to the diagonal. That key holds the token that followed the query's
+# earlier occurrence, which is exactly the token to predict. In the first layer the
+# weight hugs the diagonal: those heads look at the token just before.
+#
+# Is it the causal mask that forces this solution? Without it, a model could read
+# the answer at $t + 1$ directly. `tests/test_induction.py` trains that non-causal
+# model, and one whose heads attend uniformly, and checks that neither forms an
+# induction head.
+#
+# ## The guide's GPT on its own text
+#
+# Now the full model of the [transformer page](../transformer/), two blocks of four
+# heads, trained for a few hundred steps on the guide's own pages, one token per
+# character. That is far too short to learn English, long enough for its heads to
+# differ:
+
+# %%
+gpt, char, gpt_losses = trained_char_gpt(CharGPTConfig())
+print(CharGPTConfig())
+print(
+    f"loss over steps 1-20: {sum(gpt_losses[:20]) / 20:.2f}, "
+    f"over the last 20: {sum(gpt_losses[-20:]) / 20:.2f}"
+)
+
+# %% [markdown]
+# `gpt_attention` runs the model and, with a hook on each attention layer, collects
+# the weights of every head. Each panel is one head; row $t$ is what the character
+# at $t$ attends to. The upper triangle is empty: that is the causal mask, no
+# character sees the ones after it.
+
+# %%
+sentence = "The causal mask hides the future"
+idx = torch.tensor([char.encode(sentence)])  # (1, T)
+gpt_weights = gpt_attention(gpt, idx)[0]  # (L, H, T, T)
+gpt_previous = previous_token_scores(gpt_weights[None])  # (L, H)
+print("attention weights:", tuple(gpt_weights.shape), "(L, H, T, T)")
+print("above the diagonal:", gpt_weights.triu(diagonal=1).abs().max().item())
+shown_chars = [c if c != " " else "␣" for c in sentence]
+# How often each head's strongest key is the query itself, the character before
+# it, a space, or the first character of the sentence.
+T = len(sentence)
+strongest = gpt_weights.argmax(dim=-1)  # (L, H, T): each query's strongest key
+is_space = torch.tensor([c == " " for c in sentence])
+kinds = {
+    "itself": strongest == torch.arange(T),
+    "previous": strongest == torch.arange(T) - 1,
+    "a space": is_space[strongest],
+    "first": strongest == 0,
+}
+print("head  " + "".join(f"{kind:>10}" for kind in kinds))
+for layer in range(2):
+    for head in range(4):
+        shares = "".join(
+            f"{k[layer, head].float().mean():10.2f}" for k in kinds.values()
+        )
+        print(f"L{layer + 1} H{head + 1}" + shares)
+for layer in range(2):
+    fig, axes = plt.subplots(2, 2, figsize=(8, 8.4))
+    for head, ax in enumerate(axes.flat):
+        score = gpt_previous[layer, head]
+        title = f"L{layer + 1} H{head + 1}: previous token {score:.2f}"
+        heatmap(ax, gpt_weights[layer, head], shown_chars, title)
+    fig.suptitle(f"Layer {layer + 1}", fontsize=11)
+    fig.tight_layout()
+    show(
+        fig,
+        f"Attention of the 4 heads of layer {layer + 1} of the character-level GPT "
+        f"on the sentence '{sentence}'. The upper triangles are empty.",
+    )
+
+# %% [markdown]
+# Read the table with the pictures. In the first layer the strongest key is most
+# often the previous character, or the character itself: the raw material of bigram
+# statistics. Second-layer heads reach further back, and in this run some settle on
+# a few columns, such as the first character or the spaces between words. Longer
+# training sharpens these patterns; the
+# [attention explorer](../attention/#see-the-heads-at-work) lets you walk through
+# them one query at a time, on this sentence and others.
+#
+# ## Causal and padding masks together
+#
+# Rows of different lengths are padded to one length. When the padding goes on the
+# left, as in batched generation, the causal mask alone would let every real token
+# attend to the padding before it; a padding mask blocks those keys. A padding query
+# then has no key left at all, a row of $-\infty$ that softmax turns into NaN, so
+# it keeps its own position. `attention_mask` combines the two:
+
+# %%
+labels = ["<pad>", "<pad>", "the", "cat", "sat"]
+both = attention_mask(torch.tensor([3]), len(labels))[0]  # (T, T)
+print(both.int())
+fig, axes = plt.subplots(1, 3, figsize=(8, 2.9))
+panels = {
+    "causal": torch.ones(5, 5).tril().bool(),
+    "padding": both.new_tensor([[False, False, True, True, True]] * 5),
+    "causal, padding and diagonal": both,
+}
+for ax, (title, mask) in zip(axes, panels.items(), strict=True):
+    ax.imshow(
+        mask.float(), cmap="Blues", vmin=-0.15, vmax=1.3, interpolation="nearest"
+    )
+    ax.set_title(title, fontsize=9)
+    ax.set_xticks(range(5), labels, fontsize=7, rotation=90)
+    ax.set_yticks(range(5), labels, fontsize=7)
+    ax.tick_params(length=0)
+    ax.set_xlabel("key")
+axes[0].set_ylabel("query")
+fig.tight_layout()
+show(
+    fig,
+    "Three 5 by 5 masks: causal (lower triangle), padding (the first two key "
+    "columns blocked), and both combined with the diagonal kept.",
+)
+
+# %% [markdown]
+# The same combination, with scores, is worked through on the [attention
+# page](../attention/#causal-and-padding-masks-together).

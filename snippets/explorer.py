@@ -1,0 +1,333 @@
+"""Trained models to look at, their attention weights, and the explorer's data.
+
+Needs torch and this folder's modules. Shape letters: B batch, T sequence length,
+L layers, H heads, V vocabulary size.
+
+Two small models are trained here (each in seconds on a CPU): the attention-only
+model of induction.py on repeated tokens, and the GPT of model.py on the guide's
+text. A trained model is kept in .cache/trained/, under a key made from its
+configuration and from every file its training reads (this folder's modules and
+data/), so the site build, the notebook and the tests share one training per
+version of the code, and an edit to any of that code trains it anew.
+
+    python -m snippets.explorer out.json   # what the attention explorer shows
+"""
+
+# --8<-- [start:imports]
+import ast
+import dataclasses
+import hashlib
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+
+from snippets.attention import causal_mask
+from snippets.corpus import guide_text
+from snippets.data import get_batch
+from snippets.induction import (
+    AttentionOnly,
+    InductionConfig,
+    induction_scores,
+    previous_token_scores,
+    repeated_tokens,
+    train_induction,
+)
+from snippets.model import GPT, GPTConfig
+from snippets.tokenizer import CharTokenizer
+
+# --8<-- [end:imports]
+
+__all__ = [
+    "CharGPTConfig",
+    "train_char_gpt",
+    "gpt_attention",
+    "padding_mask",
+    "attention_mask",
+    "fingerprint",
+    "trained_induction",
+    "trained_char_gpt",
+    "letters",
+    "explorer_data",
+]
+
+ROOT = Path(__file__).resolve().parent.parent
+CACHE = ROOT / ".cache" / "trained"
+
+
+# --8<-- [start:char_gpt]
+@dataclasses.dataclass(frozen=True)
+class CharGPTConfig:
+    """The guide's GPT, one token per character, briefly trained on its text."""
+
+    context_length: int = 32
+    n_embed: int = 64
+    n_head: int = 4
+    n_layer: int = 2
+    batch_size: int = 16
+    steps: int = 300  # about 4 s on one CPU core: the loss falls from 4.6 to ~2.3
+    lr: float = 3e-3
+    seed: int = 0
+
+    def gpt_config(self, vocab_size: int) -> GPTConfig:
+        return GPTConfig(
+            vocab_size=vocab_size,
+            context_length=self.context_length,
+            n_embed=self.n_embed,
+            n_head=self.n_head,
+            n_layer=self.n_layer,
+        )
+
+
+def train_char_gpt(config: CharGPTConfig) -> tuple[GPT, list[float]]:
+    """A GPT trained on guide_text(), one token per character; each step's loss."""
+    text = guide_text()
+    char = CharTokenizer.from_text(text)
+    data = torch.tensor(char.encode(text), dtype=torch.long)
+    torch.manual_seed(config.seed)  # the initial weights
+    generator = torch.Generator().manual_seed(config.seed)  # the batches
+    model = GPT(config.gpt_config(char.vocab_size))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr)
+    losses = []
+    for _ in range(config.steps):
+        x, y = get_batch(data, config.batch_size, config.context_length, generator)
+        _, loss = model(x, y)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    return model.eval(), losses
+
+
+# --8<-- [end:char_gpt]
+
+
+# --8<-- [start:gpt_attention]
+@torch.no_grad()
+def gpt_attention(model: GPT, idx: torch.Tensor) -> torch.Tensor:
+    """The attention weights of every layer of a GPT on idx (B, T): (B, L, H, T, T).
+
+    The model runs as usual; a hook on each attention layer runs that layer once
+    more on the very input it received, asking for its weights this time.
+    """
+    weights = []
+
+    def keep_weights(layer, inputs, output):
+        # layer.forward, not layer(...): calling the module runs this hook again.
+        weights.append(layer.forward(inputs[0], return_weights=True)[1])
+
+    hooks = [b.attn.register_forward_hook(keep_weights) for b in model.blocks]
+    try:
+        model(idx)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return torch.stack(weights, dim=1)  # L x (B, H, T, T) -> (B, L, H, T, T)
+
+
+# --8<-- [end:gpt_attention]
+
+
+# --8<-- [start:padding_mask]
+def padding_mask(lengths: torch.Tensor, T: int) -> torch.Tensor:
+    """Which keys are real tokens, for rows padded on the left to length T.
+
+    Args:
+        lengths: (B,) the number of real tokens of each row: its last ones.
+        T: the padded length.
+
+    Returns:
+        (B, 1, T) bool, True at real keys: the same for every query.
+    """
+    if lengths.dim() != 1 or bool(((lengths < 1) | (lengths > T)).any()):
+        raise ValueError(f"lengths must be 1-D, each in [1, T={T}], got {lengths}")
+    real = torch.arange(T) >= T - lengths[:, None]  # (T,) vs (B, 1) -> (B, T)
+    return real[:, None, :]  # (B, 1, T)
+
+
+def attention_mask(lengths: torch.Tensor, T: int) -> torch.Tensor:
+    """Causal and padding masks combined: (B, T, T), True where query may see key.
+
+    A padding query would see no key at all, and a row of -inf scores is NaN
+    after softmax; it keeps its own position, and its output is never used.
+    """
+    mask = causal_mask(T) & padding_mask(lengths, T)  # (T, T) & (B, 1, T)
+    return mask | torch.eye(T, dtype=torch.bool)  # (B, T, T)
+
+
+# --8<-- [end:padding_mask]
+
+
+def _imported_modules(path: Path) -> set[Path]:
+    """path and every module of this folder it imports, directly or not."""
+    seen, todo = set(), [path]
+    while todo:
+        module = todo.pop()
+        if module in seen:
+            continue
+        seen.add(module)
+        for node in ast.walk(ast.parse(module.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom):
+                names = [node.module or ""]
+            elif isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            else:
+                continue
+            for name in names:
+                if name.startswith("snippets."):
+                    todo.append(path.parent / f"{name.split('.')[1]}.py")
+    return seen
+
+
+def fingerprint() -> str:
+    """A hash of everything a trained model depends on: this module and those it
+    imports from this folder, the data they read, and the torch version."""
+    digest = hashlib.sha256(f"torch {torch.__version__}\n".encode())
+    modules = sorted(_imported_modules(Path(__file__).resolve()))
+    for path in modules + sorted((ROOT / "data").glob("*.txt")):
+        digest.update(f"{path.relative_to(ROOT).as_posix()}\n".encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def _cached(name: str, config, build, train):
+    """(model, losses): loaded from CACHE if this config and code were trained
+    before, else trained now and saved there. Stale files of `name` are removed."""
+    key = hashlib.sha256(f"{fingerprint()}\n{config!r}".encode()).hexdigest()[:20]
+    path = CACHE / f"{name}-{key}.pt"
+    if path.is_file():
+        saved = torch.load(path, weights_only=True)
+        model = build(config)
+        model.load_state_dict(saved["state"])
+        return model.eval(), saved["losses"]
+    model, losses = train(config)
+    CACHE.mkdir(parents=True, exist_ok=True)
+    # Written to a temporary file, then renamed: a reader never sees half a file.
+    fd, tmp = tempfile.mkstemp(dir=CACHE, suffix=".tmp")
+    os.close(fd)
+    torch.save({"state": model.state_dict(), "losses": losses}, tmp)
+    os.replace(tmp, path)
+    for old in CACHE.glob(f"{name}-*.pt"):
+        if old != path:
+            old.unlink(missing_ok=True)
+    return model, losses
+
+
+def trained_induction(
+    config: InductionConfig | None = None,
+) -> tuple[AttentionOnly, list[float]]:
+    """train_induction(config), trained once per version of the code."""
+    config = InductionConfig() if config is None else config
+    return _cached("induction", config, AttentionOnly, train_induction)
+
+
+def trained_char_gpt(
+    config: CharGPTConfig | None = None,
+) -> tuple[GPT, CharTokenizer, list[float]]:
+    """train_char_gpt(config) and its tokenizer, trained once per version."""
+    config = CharGPTConfig() if config is None else config
+    char = CharTokenizer.from_text(guide_text())
+
+    def build(c):
+        return GPT(c.gpt_config(char.vocab_size))
+
+    model, losses = _cached("char-gpt", config, build, train_char_gpt)
+    return model, char, losses
+
+
+def letters(ids) -> list[str]:
+    """Token ids of the induction model shown as letters: 0 -> a, 1 -> b, ..."""
+    return [chr(ord("a") + int(i)) for i in ids]
+
+
+# The sentences the explorer offers for the GPT: each at most 32 characters.
+SENTENCES = (
+    "The causal mask hides the future",
+    "Each head learns its own pattern",
+    "softmax(q @ k.T / sqrt(D)) @ v",
+)
+
+
+def _rows(weights: torch.Tensor) -> list:
+    """(L, H, T, T) -> nested lists [l][h][t] holding row t's first t + 1 weights
+    (the rest are masked, exactly 0), in thousandths: 0.1234 -> 123."""
+    T = weights.size(-1)
+    return [
+        [
+            [[round(w * 1000) for w in head[t, : t + 1].tolist()] for t in range(T)]
+            for head in layer
+        ]
+        for layer in weights
+    ]
+
+
+def _mask_rows(mask: torch.Tensor) -> list[list[int]]:
+    return mask.int().tolist()
+
+
+def explorer_data() -> dict:
+    """What the attention explorer shows: per example input, its tokens and, per
+    layer and head, each query's attention row; and the masks of a padded row."""
+    gpt, char, _ = trained_char_gpt()
+    examples = []
+    for n, sentence in enumerate(SENTENCES):
+        idx = torch.tensor([char.encode(sentence)])  # (1, T)
+        weights = gpt_attention(gpt, idx)  # (1, L, H, T, T)
+        prev = previous_token_scores(weights).tolist()  # (L, H)
+        examples.append(
+            {
+                "id": f"sentence-{n + 1}",
+                "label": f"“{sentence}” (the guide’s GPT)",
+                "tokens": list(sentence),
+                "weights": _rows(weights[0]),
+                "notes": [[f"previous token {p:.2f}" for p in ps] for ps in prev],
+            }
+        )
+    induction, _ = trained_induction()
+    period = 16  # two copies, as the notebook scores them
+    generator = torch.Generator().manual_seed(2024)
+    T = induction.config.context_length
+    V = induction.config.vocab_size
+    idx = repeated_tokens(1, T, V, period, generator=generator)  # (1, T)
+    with torch.no_grad():
+        _, weights = induction(idx)  # (1, L, H, T, T)
+    ind = induction_scores(weights, period).tolist()  # (L, H)
+    prev = previous_token_scores(weights).tolist()
+    examples.append(
+        {
+            "id": "repeated-letters",
+            "label": f"Random letters, repeated every {period} (induction model)",
+            "tokens": letters(idx[0]),
+            "weights": _rows(weights[0]),
+            "notes": [
+                [
+                    f"induction {i:.2f}, previous token {p:.2f}"
+                    for i, p in zip(a, b, strict=True)
+                ]
+                for a, b in zip(ind, prev, strict=True)
+            ],
+        }
+    )
+    lengths = torch.tensor([3])  # one row: 2 padding tokens, then 3 real ones
+    T = 5
+    masks = {
+        "tokens": ["<pad>", "<pad>", "the", "cat", "sat"],
+        "causal": _mask_rows(causal_mask(T)),
+        "padding": _mask_rows(padding_mask(lengths, T)[0].expand(T, T)),
+        "both": _mask_rows(attention_mask(lengths, T)[0]),
+    }
+    return {"fingerprint": fingerprint()[:20], "examples": examples, "masks": masks}
+
+
+def main(argv: list[str]) -> None:
+    if len(argv) != 1:
+        raise SystemExit("usage: python -m snippets.explorer OUT.json")
+    data = json.dumps(explorer_data(), ensure_ascii=False, separators=(",", ":"))
+    Path(argv[0]).write_text(data, encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

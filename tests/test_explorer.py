@@ -1,0 +1,496 @@
+"""Tests for snippets/explorer.py, the attention explorer and the "See attention" notebook.
+
+The module's functions are tested directly. The built site (the session's ``built_site``)
+must hold the explorer's JSON exactly as explorer_data() makes it, the notebook page with
+its figures and without a CDN script; and the models the build trained are reused here,
+not trained again. Then a real browser (Debian chromium) opens the attention page, hovers
+and focuses tokens and checks that every cell of every head shows the exported weight.
+
+Without chromium the browser tests skip with one line; REQUIRE_BROWSER=1 (CI) makes that a
+failure.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import json
+import os
+import re
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+import torch
+
+from snippets import explorer
+from snippets.attention import causal_mask
+from snippets.model import GPT, GPTConfig
+from tests.conftest import ROOT
+
+ARTIFACTS = ROOT / "test-artifacts" / "explorer"
+
+
+def _load_hook():
+    spec = importlib.util.spec_from_file_location(
+        "export_attention", ROOT / "hooks" / "export_attention.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+HOOK = _load_hook()
+
+
+# --- masks ------------------------------------------------------------------------------
+
+
+def test_padding_mask_left_padding():
+    mask = explorer.padding_mask(torch.tensor([5, 3, 1]), 5)
+    assert mask.shape == (3, 1, 5) and mask.dtype == torch.bool
+    assert mask[:, 0].int().tolist() == [[1, 1, 1, 1, 1], [0, 0, 1, 1, 1], [0, 0, 0, 0, 1]]
+
+
+@pytest.mark.parametrize("lengths", [[0], [6], [[2, 3]]])
+def test_padding_mask_rejects_bad_lengths(lengths):
+    with pytest.raises(ValueError, match="lengths must be 1-D, each in"):
+        explorer.padding_mask(torch.tensor(lengths), 5)
+
+
+def test_attention_mask_combines_causal_padding_and_diagonal():
+    T = 6
+    lengths = torch.tensor([6, 4, 1])
+    mask = explorer.attention_mask(lengths, T)
+    assert mask.shape == (3, T, T)
+    assert torch.equal(mask[0], causal_mask(T))  # no padding: just causal
+    for b, n in enumerate(lengths.tolist()):
+        real = T - n  # the first real position
+        assert torch.equal(mask[b, real:, real:], causal_mask(n))  # real sees real
+        assert not mask[b, real:, :real].any()  # ...and never the padding
+        assert torch.equal(mask[b, :real, :real], torch.eye(real, dtype=torch.bool))
+    assert mask.any(dim=-1).all()  # every query keeps a key: no row of -inf
+
+
+# --- attention of a GPT -----------------------------------------------------------------
+
+
+def test_gpt_attention_shapes_and_the_two_attention_forms_agree():
+    torch.manual_seed(0)
+    config = GPTConfig(vocab_size=20, context_length=12, n_embed=16, n_head=4, n_layer=3)
+    per_head = GPT(dataclasses.replace(config, attention="per-head")).eval()
+    fused = GPT.from_per_head(per_head).eval()
+    idx = torch.randint(20, (2, 10), generator=torch.Generator().manual_seed(1))
+    weights = explorer.gpt_attention(fused, idx)
+    assert weights.shape == (2, 3, 4, 10, 10)
+    torch.testing.assert_close(weights.sum(-1), torch.ones(2, 3, 4, 10))
+    assert (weights.triu(diagonal=1) == 0).all()
+    torch.testing.assert_close(explorer.gpt_attention(per_head, idx), weights)
+    # The hooks are gone afterwards: the model runs as before.
+    assert all(not block.attn._forward_hooks for block in fused.blocks)
+
+
+# --- the cache key ----------------------------------------------------------------------
+
+
+def _copy_of_the_code(tmp_path) -> Path:
+    """snippets/, data/ and the notebook, copied: files to edit without harm."""
+    copy = tmp_path / "repo"
+    for folder, pattern in (("snippets", "*.py"), ("data", "*.txt"), ("docs", "*.py")):
+        (copy / folder).mkdir(parents=True)
+        for path in (ROOT / folder).glob(pattern):
+            (copy / folder / path.name).write_bytes(path.read_bytes())
+    return copy
+
+
+def test_model_cache_key_covers_the_imported_modules_and_the_data(tmp_path, monkeypatch):
+    modules = {p.name for p in explorer._imported_modules(Path(explorer.__file__))}
+    assert {"explorer.py", "induction.py", "attention.py", "model.py"} <= modules
+    assert {"corpus.py", "tokenizer.py", "data.py", "objectives.py"} <= modules
+    assert "generate.py" not in modules  # a module no training reads changes nothing
+
+    copy = _copy_of_the_code(tmp_path)
+    monkeypatch.setattr(explorer, "__file__", str(copy / "snippets" / "explorer.py"))
+    monkeypatch.setattr(explorer, "ROOT", copy)
+    assert_key_follows_the_code(copy, explorer.fingerprint)
+
+
+def test_notebook_cache_key_covers_what_the_notebook_imports(tmp_path, monkeypatch):
+    copy = _copy_of_the_code(tmp_path)
+    monkeypatch.setattr(HOOK, "ROOT", copy)
+    notebook = copy / "docs" / "see-attention.py"
+    modules = {p.name for p in HOOK._snippets_imported_by([notebook])}
+    assert {"explorer.py", "induction.py", "attention.py", "model.py"} <= modules
+    assert_key_follows_the_code(copy, lambda: HOOK.code_fingerprint([notebook]))
+
+
+def assert_key_follows_the_code(copy: Path, key) -> None:
+    """key() changes with any file the models are trained from, and only with those."""
+    before = key()
+    assert before == key()
+    for changed in ("snippets/attention.py", "snippets/induction.py", "data/guide-snapshot.txt"):
+        path = copy / changed
+        original = path.read_bytes()
+        path.write_bytes(original + b"\n")
+        assert key() != before, changed
+        path.write_bytes(original)
+    (copy / "snippets" / "unrelated.py").write_text("import torch\n")
+    assert key() == before
+
+
+# --- the built site ---------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def exported(built_site) -> dict:
+    return json.loads((built_site / "assets" / "attention-explorer.json").read_text("utf-8"))
+
+
+def test_the_build_trained_the_models_and_they_are_reused(built_site, monkeypatch):
+    """After the build, loading the models must not train: both come from the cache."""
+
+    def no_training(config):
+        raise AssertionError(
+            "trained again: the build's model was not reused (a .cache/ with only "
+            ".cache/trained/ deleted also does this: delete .cache/ as a whole)"
+        )
+
+    monkeypatch.setattr(explorer, "train_induction", no_training)
+    monkeypatch.setattr(explorer, "train_char_gpt", no_training)
+    model, losses = explorer.trained_induction()
+    assert len(losses) == model.config.steps
+    gpt, char, losses = explorer.trained_char_gpt()
+    assert gpt.config.vocab_size == char.vocab_size
+    assert len(losses) == explorer.CharGPTConfig().steps
+
+
+def test_built_json_is_what_the_code_exports(exported):
+    assert exported == explorer.explorer_data()
+
+
+def test_exported_rows_are_attention_rows(exported):
+    assert len(exported["examples"]) == 4
+    for example in exported["examples"]:
+        T = len(example["tokens"])
+        assert 10 <= T <= 32
+        L, H = len(example["weights"]), len(example["weights"][0])
+        assert (L, H) == (2, 4) and len(example["notes"]) == L
+        for layer in example["weights"]:
+            for head in layer:
+                assert [len(row) for row in head] == list(range(1, T + 1))
+                for row in head:  # in thousandths, each rounded
+                    assert all(type(w) is int for w in row)
+                    assert min(row) >= 0 and abs(sum(row) - 1000) <= len(row) / 2
+    masks = exported["masks"]
+    assert masks["causal"] == causal_mask(5).int().tolist()
+    assert masks["both"] == explorer.attention_mask(torch.tensor([3]), 5)[0].int().tolist()
+
+
+def test_explorer_assets_load_only_where_an_explorer_is(built_site):
+    for page in built_site.rglob("*.html"):
+        text = page.read_text(encoding="utf-8")
+        has = 'class="attention-explorer' in text or 'class="mask-explorer' in text
+        assert has == ("attention-explorer.js" in text), page.relative_to(built_site)
+    assert "attention-explorer.js" in (built_site / "attention" / "index.html").read_text()
+
+
+def test_notebook_page_has_its_figures_and_no_cdn(built_site):
+    page = (built_site / "see-attention" / "index.html").read_text(encoding="utf-8")
+    figures = re.findall(r'<svg[^>]*\bid="figure-(\d+)"[^>]*>', page)
+    assert len(figures) >= 5
+    tags = re.findall(r'<svg[^>]*\bid="figure-\d+"[^>]*>', page)
+    assert all('role="img"' in t and 'aria-label="' in t for t in tags)
+    assert "currentColor" in page  # text and axes follow the page's colours
+    for printed in ("uniform baseline: 0.042", "layer head  induction", "(L, H, T, T)"):
+        assert printed in page
+    for remote in ("cdnjs", "mermaid.esm", "x-mathjax-config", "require.js"):
+        assert remote not in page, remote
+    # The notebook's cache is named after the code: an edit to snippets/ re-runs it.
+    key = HOOK.code_fingerprint([ROOT / "docs" / "see-attention.py"])
+    assert list((ROOT / ".cache" / "mkdocs-jupyter" / key).glob("*.json"))
+    assert (ROOT / ".cache" / "explorer" / f"{key}.json").is_file()
+
+
+# --- in a real browser ------------------------------------------------------------------
+
+
+def _missing_browser() -> str | None:
+    from tests import browser_checks as bc
+
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "the playwright Python package (pip install -r requirements.txt)"
+    if not Path(bc.CHROMIUM).is_file():
+        return f"chromium at {bc.CHROMIUM} (Debian: apt-get install chromium)"
+    return None
+
+
+class Chromium:
+    """Debian's chromium, driven from a thread of its own.
+
+    Playwright's sync API refuses to start while another sync session runs on the same
+    thread, and tests/test_browser.py keeps one open for the whole test session. So every
+    call into this browser goes through run(fn, ...), which calls fn(browser, ...) on the
+    thread that started it and returns its result, or raises its exception here.
+    """
+
+    def __init__(self):
+        from tests import browser_checks as bc
+
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="chromium")
+
+        def start():
+            from playwright.sync_api import sync_playwright
+
+            self._playwright = sync_playwright().start()
+            return self._playwright.chromium.launch(
+                executable_path=bc.CHROMIUM, args=bc.CHROMIUM_ARGS
+            )
+
+        self.browser = self._thread.submit(start).result()
+
+    def run(self, fn, *args):
+        return self._thread.submit(fn, self.browser, *args).result()
+
+    def close(self):
+        def stop(browser):
+            browser.close()
+            self._playwright.stop()
+
+        self.run(stop)
+        self._thread.shutdown()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    missing = _missing_browser()
+    if missing:
+        if os.environ.get("REQUIRE_BROWSER") == "1":
+            pytest.fail(f"explorer browser tests need {missing}", pytrace=False)
+        pytest.skip(f"explorer browser tests need {missing}")
+    chromium = Chromium()
+    yield chromium
+    chromium.close()
+
+
+@pytest.fixture(scope="module")
+def server(built_site):
+    from tests import browser_checks as bc
+
+    site = bc.SiteServer(built_site)
+    yield site
+    site.close()
+
+
+class Tab:
+    """One page of the attention page, in a given colour scheme, with what went wrong."""
+
+    def __init__(self, browser, server, scheme="light"):
+        self.problems: list[str] = []
+        self.context = browser.new_context(
+            viewport={"width": 1280, "height": 900}, color_scheme=scheme
+        )
+        self.context.set_default_timeout(5000)
+        origin = re.escape(server.origin)
+        self.context.route(re.compile(rf"^(?!{origin}|data:)"), self._foreign)
+        self.page = self.context.new_page()
+        self.page.on("console", self._console)
+        self.page.on("pageerror", lambda err: self.problems.append(f"page error: {err}"))
+        self.page.goto(server.base + "attention/")
+        self.page.wait_for_selector(".attention-explorer[data-ready]")
+        self.page.wait_for_selector(".mask-explorer[data-ready]")
+
+    def _foreign(self, route):
+        self.problems.append(f"request to another host: {route.request.url}")
+        route.abort()
+
+    def _console(self, msg):
+        if msg.type == "error":
+            self.problems.append(f"console error: {msg.text}")
+
+    def close(self):
+        self.context.close()
+
+
+@pytest.fixture(scope="module")
+def tab(browser, server):
+    tab = browser.run(Tab, server)
+    yield tab
+    browser.run(lambda _: tab.close())
+    assert not tab.problems
+
+
+ROWS = """
+() => [...document.querySelectorAll(".attention-explorer .ae-row--head")].map(row => ({
+  layer: Number(row.dataset.layer),
+  head: Number(row.dataset.head),
+  label: row.getAttribute("aria-label"),
+  cells: [...row.querySelectorAll(".ae-cell")].map(cell => ({
+    weight: cell.dataset.weight === undefined ? null : Number(cell.dataset.weight),
+    w: cell.style.getPropertyValue("--w"),
+    masked: cell.classList.contains("ae-cell--masked"),
+  })),
+}))
+"""
+
+PRESSED = """
+() => [...document.querySelectorAll(".attention-explorer .ae-token")]
+  .map(b => b.getAttribute("aria-pressed") === "true")
+"""
+
+
+def assert_rows_show(page, example: dict, t: int) -> None:
+    """Every head's row shows query t's exported weights; later keys are masked."""
+    pressed = page.evaluate(PRESSED)
+    assert pressed == [i == t for i in range(len(example["tokens"]))]
+    rows = page.evaluate(ROWS)
+    assert len(rows) == 8
+    for row in rows:
+        expected = [w / 1000 for w in example["weights"][row["layer"]][row["head"]][t]]
+        shown = [c["weight"] for c in row["cells"][: t + 1]]
+        assert shown == expected, (row["layer"], row["head"], t)
+        assert [float(c["w"]) for c in row["cells"][: t + 1]] == expected
+        assert not any(c["masked"] for c in row["cells"][: t + 1])
+        later = row["cells"][t + 1 :]
+        assert all(c["masked"] and c["weight"] is None and c["w"] == "" for c in later)
+        best = max(range(t + 1), key=lambda s: (expected[s], -s))
+        said = re.search(r"\(token (\d+)\), ([\d.]+)$", row["label"])
+        assert int(said[1]) == best + 1, row["label"]
+        assert abs(float(said[2]) - expected[best]) <= 0.005 + 1e-9, row["label"]
+
+
+@pytest.mark.browser
+def test_hovering_a_token_shows_its_exported_rows(browser, tab, exported):
+    def check(_):
+        page = tab.page
+        select = page.locator(".attention-explorer select")
+        for n, example in enumerate(exported["examples"]):
+            page.mouse.move(0, 0)  # off the tokens, which the new input redraws
+            select.select_option(str(n))
+            T = len(example["tokens"])
+            assert_rows_show(page, example, T - 1)  # an input opens on its last token
+            for t in sorted({0, 1, T // 2, T - 2, T - 1}):
+                page.locator(f".ae-token[data-position='{t}']").hover()
+                assert_rows_show(page, example, t)
+
+    browser.run(check)
+
+
+@pytest.mark.browser
+def test_keyboard_moves_the_query(browser, tab, exported):
+    def check(_):
+        page = tab.page
+        page.mouse.move(0, 0)  # a pointer resting on a token would select it too
+        page.locator(".attention-explorer select").select_option("3")
+        example = exported["examples"][3]
+        T = len(example["tokens"])
+        page.locator(".ae-token[data-position='20']").focus()
+        assert_rows_show(page, example, 20)
+        moves = [("ArrowLeft", 19), ("ArrowLeft", 18), ("ArrowRight", 19), ("Home", 0)]
+        for key, t in moves:
+            page.keyboard.press(key)
+            assert_rows_show(page, example, t)
+            focused = page.evaluate("() => document.activeElement.dataset.position")
+            assert focused == str(t)
+        page.keyboard.press("ArrowLeft")  # at the first token: stays there
+        assert_rows_show(page, example, 0)
+        page.keyboard.press("End")
+        assert_rows_show(page, example, T - 1)
+        # One tab stop for the whole row of tokens: the selected one.
+        tabbable = page.evaluate(
+            "() => [...document.querySelectorAll('.ae-token')]"
+            ".filter(b => b.tabIndex === 0).map(b => b.dataset.position)"
+        )
+        assert tabbable == [str(T - 1)]
+        status = page.locator(".attention-explorer .ae-status").text_content()
+        assert status.startswith(f"Query “{example['tokens'][-1]}”, token {T}.")
+
+    browser.run(check)
+
+
+MASK_CELLS = """
+() => [...document.querySelectorAll('.mask-explorer tr')].slice(1)
+  .map(tr => [...tr.querySelectorAll('td')].map(td => Number(td.dataset.allowed)))
+"""
+
+
+@pytest.mark.browser
+def test_mask_toggle_shows_the_exported_masks(browser, tab, exported):
+    def check(_):
+        page = tab.page
+        figure = page.locator(".mask-explorer")
+        for name in ("padding", "both", "causal"):
+            figure.locator(f"button[data-mask='{name}']").click()
+            assert page.evaluate(MASK_CELLS) == exported["masks"][name], name
+            pressed = figure.locator("button[aria-pressed='true']")
+            assert pressed.get_attribute("data-mask") == name
+
+    browser.run(check)
+
+
+NOTEBOOK_MATH = """
+() => {
+  const cells = [...document.querySelectorAll(".jp-RenderedMarkdown")];
+  const text = cells.map(cell => {
+    const copy = cell.cloneNode(true);
+    copy.querySelectorAll("code, mjx-container").forEach(el => el.remove());
+    return copy.textContent;
+  }).join(" ");
+  return {
+    typeset: cells.reduce((n, cell) => n + cell.querySelectorAll("mjx-container").length, 0),
+    errors: document.querySelectorAll(".jp-RenderedMarkdown mjx-merror").length,
+    dollars: (text.match(/\\$/g) || []).length,
+    figures: document.querySelectorAll("svg[id^='figure-'][role='img']").length,
+  };
+}
+"""
+
+
+@pytest.mark.browser
+def test_notebook_math_is_typeset_and_figures_shown(browser, server):
+    """MathJax typesets the notebook's Markdown cells too (mathjax-config.js), where
+    nbconvert writes every formula between dollars; none may be left raw."""
+
+    def check(chromium):
+        context = chromium.new_context(viewport={"width": 1280, "height": 900})
+        try:
+            page = context.new_page()
+            page.goto(server.base + "see-attention/")
+            page.wait_for_function("document.body.dataset.mathTypeset === 'done'")
+            return page.evaluate(NOTEBOOK_MATH)
+        finally:
+            context.close()
+
+    state = browser.run(check)
+    assert state["typeset"] >= 10 and state["errors"] == 0, state
+    assert state["dollars"] == 0, state
+    assert state["figures"] >= 5, state
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_explorer_screenshots(browser, server, exported, scheme):
+    """Pictures to look at (test-artifacts/explorer/): the induction example with a query
+    in the second copy, and the mask figure."""
+
+    def shoot(chromium):
+        shot = Tab(chromium, server, scheme)
+        try:
+            page = shot.page
+            expected = "slate" if scheme == "dark" else "default"
+            assert page.evaluate("document.body.dataset.mdColorScheme") == expected
+            page.locator(".attention-explorer select").select_option("3")
+            example = exported["examples"][3]
+            page.locator(".ae-token[data-position='25']").hover()
+            assert_rows_show(page, example, 25)
+            ARTIFACTS.mkdir(parents=True, exist_ok=True)
+            for name in ("attention-explorer", "mask-explorer"):
+                path = ARTIFACTS / f"{name}-{scheme}.png"
+                page.locator(f".{name}").screenshot(path=str(path))
+                assert path.stat().st_size > 5_000
+            return shot.problems
+        finally:
+            shot.close()
+
+    assert not browser.run(shoot)
