@@ -42,6 +42,17 @@ PHONE = {"width": 390, "height": 844}
 RENDER_TIMEOUT_MS = 20_000
 
 
+def missing_browser() -> str | None:
+    """What the browser tests lack on this machine, in words to install it; None if nothing."""
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "the playwright Python package (pip install -r requirements.txt)"
+    if not Path(CHROMIUM).is_file():
+        return f"chromium at {CHROMIUM} (Debian: apt-get install chromium)"
+    return None
+
+
 # ----------------------------------------------------------------------------- the server
 
 

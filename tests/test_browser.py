@@ -49,20 +49,10 @@ KNOWN_MATERIAL_ISSUES: list[tuple[str, str, str]] = []
 # ----------------------------------------------------------------------------- fixtures
 
 
-def _missing_browser() -> str | None:
-    try:
-        import playwright.sync_api  # noqa: F401
-    except ImportError:
-        return "the playwright Python package (pip install -r requirements.txt)"
-    if not Path(bc.CHROMIUM).is_file():
-        return f"chromium at {bc.CHROMIUM} (Debian: apt-get install chromium)"
-    return None
-
-
 # Checked once for the whole module, so a skip is one line in the summary, not one per test.
 # Under REQUIRE_BROWSER=1 (CI) the tests are collected and fail in the browser fixture
 # instead, while the rest of the suite still runs.
-_MISSING = _missing_browser()
+_MISSING = bc.missing_browser()
 if _MISSING and os.environ.get("REQUIRE_BROWSER") != "1":
     pytest.skip(f"browser tests need {_MISSING}", allow_module_level=True)
 

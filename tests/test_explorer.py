@@ -214,18 +214,6 @@ def test_notebook_page_has_its_figures_and_no_cdn(built_site):
 # --- in a real browser ------------------------------------------------------------------
 
 
-def _missing_browser() -> str | None:
-    from tests import browser_checks as bc
-
-    try:
-        import playwright.sync_api  # noqa: F401
-    except ImportError:
-        return "the playwright Python package (pip install -r requirements.txt)"
-    if not Path(bc.CHROMIUM).is_file():
-        return f"chromium at {bc.CHROMIUM} (Debian: apt-get install chromium)"
-    return None
-
-
 class Chromium:
     """Debian's chromium, driven from a thread of its own.
 
@@ -264,7 +252,9 @@ class Chromium:
 
 @pytest.fixture(scope="module")
 def browser():
-    missing = _missing_browser()
+    from tests import browser_checks as bc
+
+    missing = bc.missing_browser()
     if missing:
         if os.environ.get("REQUIRE_BROWSER") == "1":
             pytest.fail(f"explorer browser tests need {missing}", pytrace=False)
