@@ -404,8 +404,7 @@ def _record_green_pages(config) -> None:
     import json
     import platform
     from datetime import UTC, datetime
-
-    import torch
+    from importlib.metadata import version  # the torch version without importing torch
 
     path = config.rootpath / LAST_RUN
     try:
@@ -418,7 +417,7 @@ def _record_green_pages(config) -> None:
             record[stats["page"]] = {
                 "when": now,
                 "blocks": stats["ran"],
-                "torch": torch.__version__,
+                "torch": version("torch"),
                 "python": platform.python_version(),
             }
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -1,6 +1,7 @@
 """The page harness itself: it must fail on broken pages, and say where."""
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -9,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
+from tests.pagecheck import PageError, parse_page
 
 MKDOCS_YML = """\
 site_name: harness test
@@ -153,10 +155,15 @@ def test_later_blocks_fail_after_an_earlier_one_failed(tmp_path):
         ("Mark it with `# --8<-- [start:x]`.\n", "the build deletes a line holding"),
     ],
 )
-def test_malformed_pages_are_collection_errors(tmp_path, page, message):
-    proc = run_pages(tmp_path, {"bad.md": page})
-    assert proc.returncode != 0
-    assert message in proc.stdout
+def test_malformed_pages_are_refused(tmp_path, page, message):
+    # In-process: none of these reaches an include, so no expander is needed. That a
+    # PageError becomes a collection error that fails the run is shown by
+    # test_missing_include_fails, through a real pytest process.
+    (tmp_path / "docs").mkdir()
+    path = tmp_path / "docs" / "bad.md"
+    path.write_text(page)
+    with pytest.raises(PageError, match=re.escape(message)):
+        parse_page(path, tmp_path, expand=lambda lines: lines)
 
 
 def test_every_spelling_of_a_python_fence_is_collected(tmp_path):
