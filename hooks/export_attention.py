@@ -16,8 +16,6 @@
   build whose code did not change imports no torch at all.
 """
 
-import ast
-import hashlib
 import json
 import os
 import re
@@ -30,6 +28,11 @@ from mkdocs.exceptions import PluginError
 from mkdocs.utils import get_relative_url
 
 ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # mkdocs loads hooks by path, not from the project root
+    sys.path.insert(0, str(ROOT))
+
+from snippets import fingerprint  # noqa: E402  (stdlib only: no torch import here)
+
 CACHE = ROOT / ".cache"
 JSON_URI = "assets/attention-explorer.json"
 SCRIPT_URI = "assets/javascripts/attention-explorer.js"
@@ -38,46 +41,13 @@ NOTEBOOK_SUFFIXES = (".py", ".ipynb")
 _state = {}
 
 
-def _snippets_imported_by(roots: list[Path]) -> set[Path]:
-    """The modules of snippets/ that the files `roots` import, directly or not.
-
-    Read with ast, not imported: the point is to know, without importing torch,
-    whether anything the notebook runs has changed.
-    """
-    seen, todo = set(), list(roots)
-    while todo:
-        path = todo.pop()
-        if path in seen or not path.is_file():
-            continue
-        seen.add(path)
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.ImportFrom):
-                names = [node.module or ""]
-                if node.module == "snippets":  # from snippets import explorer
-                    names = [f"snippets.{alias.name}" for alias in node.names]
-            elif isinstance(node, ast.Import):
-                names = [alias.name for alias in node.names]
-            else:
-                continue
-            for name in names:
-                if name.startswith("snippets."):
-                    todo.append(ROOT / "snippets" / f"{name.split('.')[1]}.py")
-    return {p for p in seen if p.parent == ROOT / "snippets"}
-
-
 def code_fingerprint(notebooks: list[Path]) -> str:
     """A hash of what the notebooks and the explorer's data are computed from: the
     modules of snippets/ they import, the data, and the torch and matplotlib
     versions. (The notebooks' own text is in mkdocs-jupyter's key already.)"""
     roots = [*notebooks, ROOT / "snippets" / "explorer.py"]
-    digest = hashlib.sha256(
-        f"torch {version('torch')}, matplotlib {version('matplotlib')}\n".encode()
-    )
-    files = sorted(_snippets_imported_by(roots)) + sorted((ROOT / "data").glob("*.txt"))
-    for path in files:
-        digest.update(f"{path.relative_to(ROOT).as_posix()}\n".encode())
-        digest.update(path.read_bytes())
-    return digest.hexdigest()[:20]
+    versions = f"torch {version('torch')}, matplotlib {version('matplotlib')}"
+    return fingerprint.code_fingerprint(roots, versions, ROOT)[:20]
 
 
 def _keep_only(folder: Path, current: Path) -> None:

@@ -14,7 +14,6 @@ version of the code, and an edit to any of that code trains it anew.
 """
 
 # --8<-- [start:imports]
-import ast
 import dataclasses
 import hashlib
 import json
@@ -28,6 +27,7 @@ import torch
 from snippets.attention import causal_mask
 from snippets.corpus import guide_text
 from snippets.data import get_batch
+from snippets.fingerprint import code_fingerprint
 from snippets.induction import (
     AttentionOnly,
     InductionConfig,
@@ -161,36 +161,11 @@ def attention_mask(lengths: torch.Tensor, T: int) -> torch.Tensor:
 # --8<-- [end:padding_mask]
 
 
-def _imported_modules(path: Path) -> set[Path]:
-    """path and every module of this folder it imports, directly or not."""
-    seen, todo = set(), [path]
-    while todo:
-        module = todo.pop()
-        if module in seen:
-            continue
-        seen.add(module)
-        for node in ast.walk(ast.parse(module.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.ImportFrom):
-                names = [node.module or ""]
-            elif isinstance(node, ast.Import):
-                names = [alias.name for alias in node.names]
-            else:
-                continue
-            for name in names:
-                if name.startswith("snippets."):
-                    todo.append(path.parent / f"{name.split('.')[1]}.py")
-    return seen
-
-
 def fingerprint() -> str:
     """A hash of everything a trained model depends on: this module and those it
     imports from this folder, the data they read, and the torch version."""
-    digest = hashlib.sha256(f"torch {torch.__version__}\n".encode())
-    modules = sorted(_imported_modules(Path(__file__).resolve()))
-    for path in modules + sorted((ROOT / "data").glob("*.txt")):
-        digest.update(f"{path.relative_to(ROOT).as_posix()}\n".encode())
-        digest.update(path.read_bytes())
-    return digest.hexdigest()
+    versions = f"torch {torch.__version__}"
+    return code_fingerprint([Path(__file__).resolve()], versions, ROOT)
 
 
 def _cached(name: str, config, build, train):

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from snippets import explorer
+from snippets import explorer, fingerprint
 from snippets.attention import causal_mask
 from snippets.model import GPT, GPTConfig
 from tests.conftest import ROOT
@@ -104,7 +104,7 @@ def _copy_of_the_code(tmp_path) -> Path:
 
 
 def test_model_cache_key_covers_the_imported_modules_and_the_data(tmp_path, monkeypatch):
-    modules = {p.name for p in explorer._imported_modules(Path(explorer.__file__))}
+    modules = {p.name for p in fingerprint.snippets_imported_by([Path(explorer.__file__)])}
     assert {"explorer.py", "induction.py", "attention.py", "model.py"} <= modules
     assert {"corpus.py", "tokenizer.py", "data.py", "objectives.py"} <= modules
     assert "generate.py" not in modules  # a module no training reads changes nothing
@@ -119,7 +119,7 @@ def test_notebook_cache_key_covers_what_the_notebook_imports(tmp_path, monkeypat
     copy = _copy_of_the_code(tmp_path)
     monkeypatch.setattr(HOOK, "ROOT", copy)
     notebook = copy / "docs" / "see-attention.py"
-    modules = {p.name for p in HOOK._snippets_imported_by([notebook])}
+    modules = {p.name for p in fingerprint.snippets_imported_by([notebook], copy)}
     assert {"explorer.py", "induction.py", "attention.py", "model.py"} <= modules
     assert_key_follows_the_code(copy, lambda: HOOK.code_fingerprint([notebook]))
 
