@@ -9,9 +9,11 @@ export NO_MKDOCS_2_WARNING := 1
 
 .PHONY: serve test test-latest build clean
 
-$(BIN)/.installed: requirements.txt tools/package-lock.json
+$(BIN)/.installed: requirements.txt pyproject.toml tools/package-lock.json
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	# The project itself, editable: snippets and lab import from this folder, no sys.path edits.
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps -e .
 	@if command -v npm >/dev/null; then \
 		npm ci --prefix tools --silent --no-audit --no-fund; \
 	else \
@@ -29,6 +31,7 @@ test: $(BIN)/.installed
 test-latest:
 	$(PYTHON) -m venv .venv-latest
 	.venv-latest/bin/python -m pip install --quiet -r requirements.txt
+	.venv-latest/bin/python -m pip install --quiet --no-deps -e .
 	.venv-latest/bin/python -m pip install --quiet --upgrade torch mkdocs-material \
 		pymdown-extensions mkdocs-jupyter mkdocstrings-python
 	npm ci --prefix tools --silent --no-audit --no-fund

@@ -1,0 +1,323 @@
+"""Every figure of the site, in one matplotlib style.
+
+    python -m lab.plotting          # redraw every committed figure from its result file
+
+The style: a transparent background, and ink (text, axes, ticks, guide lines) in a
+mid grey, INK, with at least 3:1 contrast on Material's white page and on its dark
+"slate" page (#1e2029): 3.95:1 and 4.11:1. The figures are shown in <img> tags,
+which cannot inherit the page's text colour (currentColor would be black in both
+schemes), so one colour has to read on both. The data colours (COLORS) are chosen
+the same way. SVGs are deterministic: a fixed hash salt for the ids, no date, so
+the same data gives the same bytes and a redraw shows up in git only if it changed.
+"""
+
+import html
+import io
+import re
+import sys
+from pathlib import Path
+
+from lab.common import RESULTS_DIR, TRAINING_RESULTS, atomic_write
+
+INK = "#808080"  # contrast 3.95 on white, 4.11 on slate
+# Series colours, each >= 3:1 on white and on slate (Okabe-Ito and kin).
+COLORS = ["#3a86c8", "#D55E00", "#009E73", "#CC79A7", "#9467bd"]
+HASH_SALT = "attention-guide"
+
+STYLE = {
+    "svg.hashsalt": HASH_SALT,  # ids in the SVG from the content, not at random
+    "svg.fonttype": "none",  # text stays text: smaller, searchable, the page's font
+    "figure.facecolor": "none",
+    "axes.facecolor": "none",
+    "savefig.facecolor": "none",
+    "savefig.transparent": True,
+    "legend.facecolor": "none",
+    "legend.framealpha": 0,
+    "legend.edgecolor": INK,
+    "text.color": INK,
+    "axes.edgecolor": INK,
+    "axes.labelcolor": INK,
+    "axes.titlecolor": INK,
+    "xtick.color": INK,
+    "ytick.color": INK,
+    "grid.color": INK,
+    "grid.alpha": 0.3,
+    "font.family": ["sans-serif"],
+    "font.size": 9,
+}
+
+
+def pyplot():
+    """matplotlib.pyplot drawing to files only (Agg), in the site's style."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from cycler import cycler
+
+    plt.rcParams.update({**STYLE, "axes.prop_cycle": cycler(color=COLORS)})
+    return plt
+
+
+def svg_text(fig) -> str:
+    """The figure as SVG text, closed afterwards: same figure, same text."""
+    buffer = io.StringIO()
+    fig.savefig(buffer, format="svg", metadata={"Date": None})
+    pyplot().close(fig)
+    return buffer.getvalue()
+
+
+def save_svg(fig, path: Path) -> Path:
+    """svg_text(fig), written atomically to path."""
+    text = svg_text(fig)
+    return atomic_write(path, lambda f: f.write(text))
+
+
+# ------------------------------------------------------------------ training
+
+
+def loss_curve(history: dict):
+    """Loss against seconds of training: the whole run and, with a known best
+    loss, a close-up of the end (a history of snippets.train.train)."""
+    plt = pyplot()
+    records = history["records"]
+    best = history.get("best_loss")
+    trained = [r for r in records if "train_loss" in r]  # not the step-0 record
+    fig, axes = plt.subplots(1, 2 if best is not None else 1, figsize=(8, 3.4), squeeze=False)
+    for ax in axes[0]:
+        ax.plot(
+            [r["seconds"] for r in trained],
+            [r["train_loss"] for r in trained],
+            label="train (mean since last point)",
+        )
+        ax.plot(
+            [r["seconds"] for r in records],
+            [r["val_loss"] for r in records],
+            label="validation",
+            marker=".",
+        )
+        if best is not None:
+            ax.axhline(best, color=INK, linestyle="--", label="entropy rate H")
+            ax.axhspan(best, best + 0.1, color=INK, alpha=0.15, label="within 0.1 nats of H")
+        ax.set_xlabel("seconds of training")
+        ax.grid(True)
+    axes[0][0].set_ylabel("loss, nats per token")
+    axes[0][0].legend(fontsize="small")
+    if best is not None:
+        close = axes[0][1]
+        close.set_ylim(best - 0.03, best + 0.12)
+        close.set_title("close-up", fontsize="small")
+    fig.tight_layout()
+    return fig
+
+
+def lr_schedule(config):
+    """The learning rate of every step of a run with this TrainConfig."""
+    from snippets.train import lr_at
+
+    plt = pyplot()
+    steps = range(config.steps + config.steps // 5)  # and a little past the end
+    args = (config.lr, config.min_lr, config.warmup_steps, config.steps)
+    fig, ax = plt.subplots(figsize=(6.4, 3.2))
+    ax.plot(list(steps), [lr_at(s, *args) for s in steps])
+    ax.axvline(config.warmup_steps, color=INK, linestyle=":", label="end of warmup")
+    ax.axvline(config.steps, color=INK, linestyle="--", label="last step")
+    ax.set_xlabel("optimizer step")
+    ax.set_ylabel("learning rate")
+    ax.grid(True)
+    ax.legend()
+    fig.tight_layout()
+    return fig
+
+
+def kv_cache(data: dict):
+    """Milliseconds per generated token against its position, with and without
+    the cache (a result of `python -m lab.generate --bench-kv-cache`)."""
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(6.4, 3.4))
+    start = data["prompt_tokens"]
+    for key, label in (("recompute", "recompute"), ("kv_cache", "KV cache")):
+        ms = data[key]["median_ms_by_position"]
+        ax.plot(range(start + 1, start + 1 + len(ms)), ms, label=label)
+    ax.set_xlabel("length of the sequence after the new token")
+    ax.set_ylabel("ms for the token")
+    ax.set_ylim(bottom=0)
+    ax.grid(True)
+    ax.legend()
+    fig.tight_layout()
+    return fig
+
+
+# ------------------------------------------------------------------ attention cost
+
+VARIANT_STYLE = {  # colour and marker of each implementation on the cost page
+    "per-head": ("#D55E00", "o"),
+    "manual": ("#CC79A7", "s"),
+    "sdpa": ("#009E73", "^"),
+}
+BUSY = 0.1  # above this share of the CPU taken by others, a time is drawn hollow
+
+
+def attention_cost(data: dict, what: str):
+    """Time or peak memory against T, log-log, forward and forward+backward side
+    by side (a result of `python -m lab.bench attention`).
+
+    Args:
+        data: the result file's content.
+        what: "time" (median ms) or "memory" (peak MiB of tensors).
+
+    Dashed guides through the largest T of the manual and the fused variant rise
+    like T² and like T; markers of times measured while other processes took more
+    than BUSY of the CPU are hollow.
+    """
+    from lab.bench import MODE_LABELS, MODES, VARIANT_LABELS, describe_settings, lookup
+
+    if what not in ("time", "memory"):
+        raise ValueError(f"what ({what!r}) must be 'time' or 'memory'")
+    plt = pyplot()
+    n_head = data["settings"]["plot_heads"]
+    seq_lens = data["settings"]["seq_lens"]
+    key, scale = ("median_ms", 1.0) if what == "time" else ("peak_bytes", 2.0**-20)
+    busy = set()
+    if what == "time":
+        for T in seq_lens:
+            share = lookup(data, "sdpa", n_head, T).get("others_cpu_share")
+            if share is not None and share > BUSY:
+                busy.add(T)
+    fig, axes = plt.subplots(1, 2, figsize=(8.4, 3.8), sharey=True)
+    for ax, mode in zip(axes, MODES, strict=True):
+        series = {}
+        for variant, (color, marker) in VARIANT_STYLE.items():
+            ys = [lookup(data, variant, n_head, T)[mode][key] * scale for T in seq_lens]
+            series[variant] = ys
+            ax.plot(seq_lens, ys, color=color, linewidth=1.8, label=VARIANT_LABELS[variant])
+            for filled in (True, False):
+                pts = [(T, y) for T, y in zip(seq_lens, ys, strict=True) if (T in busy) != filled]
+                if pts:
+                    ax.plot(
+                        *zip(*pts, strict=True),
+                        linestyle="none",
+                        marker=marker,
+                        markersize=5,
+                        color=color,
+                        markerfacecolor=color if filled else "none",
+                    )
+        for variant, exponent, dash, label in (
+            ("manual", 2, (6, 3), "∝ T²"),
+            ("sdpa", 1, (2, 2), "∝ T"),
+        ):
+            T_end, y_end = seq_lens[-1], series[variant][-1]
+            guide = [y_end * (T / T_end) ** exponent for T in seq_lens]
+            ax.plot(seq_lens, guide, color=INK, linewidth=1, dashes=dash, label=label)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xticks(seq_lens, [str(T) for T in seq_lens])
+        ax.minorticks_off()
+        ax.set_title(MODE_LABELS[mode])
+        ax.set_xlabel("sequence length T (log scale)")
+        ax.grid(True, which="major")
+    low = min(min(line.get_ydata()) for ax in axes for line in ax.lines[:3])
+    axes[0].set_ylim(bottom=low / 2)  # the guides may run far below the data
+    ylabel = "milliseconds per run" if what == "time" else "peak MiB of tensors"
+    axes[0].set_ylabel(f"{ylabel} (log scale)")
+    title = "Time" if what == "time" else "Peak memory"
+    setting = f"H={n_head}, " + describe_settings(data).split(";")[0]
+    fig.suptitle(f"{title} vs sequence length ({setting})")
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="upper center", ncol=5, bbox_to_anchor=(0.5, 0.92))
+    fig.tight_layout(rect=(0, 0, 1, 0.84))
+    return fig
+
+
+# ------------------------------------------------------------------ notebook
+
+
+def heatmap(ax, weights, tokens, title: str) -> None:
+    """One head's (T, T) attention weights: row = query, column = key. Masked
+    cells stay empty, a line follows the edge of the causal mask; tokens may be
+    None (no tick labels)."""
+    import torch
+
+    T = weights.size(-1)
+    shown = weights.masked_fill(~torch.ones(T, T).tril().bool(), float("nan"))
+    ax.imshow(shown, cmap="viridis", vmin=0, vmax=1, interpolation="nearest")
+    edge = torch.arange(T + 1) - 0.5
+    ax.step(edge, edge, where="post", color=INK, linewidth=0.6)
+    ax.set_title(title, fontsize=9)
+    if tokens is None:
+        ax.set_xticks([])
+        ax.set_yticks([])
+    else:
+        ax.set_xticks(range(T), tokens, fontsize=7, family="monospace")
+        ax.set_yticks(range(T), tokens, fontsize=7, family="monospace")
+    ax.tick_params(length=0, pad=1)
+    for side in ax.spines.values():
+        side.set_visible(False)
+
+
+_figures = iter(range(1, 10_000))  # numbers that keep each inlined figure's ids apart
+
+
+def inline_svg(fig, description: str) -> str:
+    """The figure as an <svg> element to put inside a page (the notebook's).
+
+    Several figures share one page: only the ids something refers to are kept
+    (clip paths), each renamed for this figure, and the figure's CSS is scoped
+    to it. description becomes the aria-label, for screen readers.
+    """
+    svg = svg_text(fig)
+    svg = svg[svg.index("<svg ") :]
+    name = f"figure-{next(_figures)}"
+    used = set(re.findall(r'(?:href="#|url[(]#)([^")]+)', svg))
+    svg = re.sub(r' id="([^"]+)"', lambda m: f' id="{name}-{m[1]}"' if m[1] in used else "", svg)
+    svg = re.sub(r'(href="#|url[(]#)([^")]+)', rf"\g<1>{name}-\g<2>", svg)
+    svg = svg.replace("*{", f"#{name} *{{")
+    attributes = (
+        f'id="{name}" role="img" aria-label="{html.escape(description)}" '
+        f'style="max-width: 100%; height: auto"'
+    )
+    return svg.replace("<svg ", f"<svg {attributes} ", 1)
+
+
+# ------------------------------------------------------------------ the committed figures
+
+
+def committed_figures() -> dict[Path, object]:
+    """Each committed figure's path -> a function drawing it from committed data."""
+    import json
+
+    def load(path: Path) -> dict:
+        return json.loads(path.read_text(encoding="utf-8"))
+
+    def schedule():
+        from snippets.train import TrainConfig
+
+        return lr_schedule(TrainConfig())
+
+    cost = RESULTS_DIR / "attention-cost.json"
+    return {
+        RESULTS_DIR / "attention-cost-time.svg": lambda: attention_cost(load(cost), "time"),
+        RESULTS_DIR / "attention-cost-memory.svg": lambda: attention_cost(load(cost), "memory"),
+        TRAINING_RESULTS / "schedule.svg": schedule,
+        TRAINING_RESULTS / "markov-loss.svg": lambda: loss_curve(
+            load(TRAINING_RESULTS / "markov.json")
+        ),
+        TRAINING_RESULTS / "kv-cache.svg": lambda: kv_cache(
+            load(TRAINING_RESULTS / "kv-cache.json")
+        ),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Redraw every committed figure from the committed result files."""
+    argv = sys.argv[1:] if argv is None else argv
+    if argv:
+        raise SystemExit("usage: python -m lab.plotting   (redraws every committed figure)")
+    for path, draw in committed_figures().items():
+        save_svg(draw(), path)
+        print(f"wrote {path.relative_to(RESULTS_DIR.parents[2])}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
