@@ -42,7 +42,6 @@ from IPython.display import HTML, display
 
 from snippets.explorer import (
     CharGPTConfig,
-    attention_mask,
     gpt_attention,
     letters,
     trained_char_gpt,
@@ -56,6 +55,7 @@ from snippets.induction import (
     repeated_tokens,
     uniform_induction_score,
 )
+from snippets.masks import attention_mask
 
 # The models are tiny: one thread beats two on a busy 2-core machine.
 torch.set_num_threads(1)

@@ -1,6 +1,6 @@
 """Causal self-attention for a decoder-only transformer: readable and batched.
 
-Needs only torch: copy this single file and run it. Shape letters: B batch,
+Needs only torch and snippets/masks.py (causal_mask). Shape letters: B batch,
 T sequence length, C channels (n_embed), H heads, D head size (C // H).
 """
 
@@ -10,6 +10,8 @@ import math
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+from snippets.masks import causal_mask
 
 # --8<-- [end:imports]
 
@@ -68,24 +70,6 @@ def _check_input(x: torch.Tensor, n_embed: int, context_length: int) -> None:
 
 
 # --8<-- [end:checks]
-
-
-# --8<-- [start:causal_mask]
-def causal_mask(T: int) -> torch.Tensor:
-    """The causal mask: query position i may attend to key positions j <= i.
-
-    Args:
-        T: sequence length, a positive int.
-
-    Returns:
-        A (T, T) bool tensor, True on and below the diagonal.
-    """
-    _check_positive_int("T", T)
-    # Lower triangle: row i allows columns 0..i, so no token sees a later one.
-    return torch.tril(torch.ones(T, T, dtype=torch.bool))  # (T, T)
-
-
-# --8<-- [end:causal_mask]
 
 
 # --8<-- [start:sdpa]

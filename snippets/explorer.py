@@ -24,7 +24,6 @@ from pathlib import Path
 
 import torch
 
-from snippets.attention import causal_mask
 from snippets.corpus import guide_text
 from snippets.data import get_batch
 from snippets.fingerprint import code_fingerprint
@@ -36,6 +35,7 @@ from snippets.induction import (
     repeated_tokens,
     train_induction,
 )
+from snippets.masks import attention_mask, causal_mask, padding_mask
 from snippets.model import GPT, GPTConfig
 from snippets.tokenizer import CharTokenizer
 
@@ -129,36 +129,6 @@ def gpt_attention(model: GPT, idx: torch.Tensor) -> torch.Tensor:
 
 
 # --8<-- [end:gpt_attention]
-
-
-# --8<-- [start:padding_mask]
-def padding_mask(lengths: torch.Tensor, T: int) -> torch.Tensor:
-    """Which keys are real tokens, for rows padded on the left to length T.
-
-    Args:
-        lengths: (B,) the number of real tokens of each row: its last ones.
-        T: the padded length.
-
-    Returns:
-        (B, 1, T) bool, True at real keys: the same for every query.
-    """
-    if lengths.dim() != 1 or bool(((lengths < 1) | (lengths > T)).any()):
-        raise ValueError(f"lengths must be 1-D, each in [1, T={T}], got {lengths}")
-    real = torch.arange(T) >= T - lengths[:, None]  # (T,) vs (B, 1) -> (B, T)
-    return real[:, None, :]  # (B, 1, T)
-
-
-def attention_mask(lengths: torch.Tensor, T: int) -> torch.Tensor:
-    """Causal and padding masks combined: (B, T, T), True where query may see key.
-
-    A padding query would see no key at all, and a row of -inf scores is NaN
-    after softmax; it keeps its own position, and its output is never used.
-    """
-    mask = causal_mask(T) & padding_mask(lengths, T)  # (T, T) & (B, 1, T)
-    return mask | torch.eye(T, dtype=torch.bool)  # (B, T, T)
-
-
-# --8<-- [end:padding_mask]
 
 
 def fingerprint() -> str:

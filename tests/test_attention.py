@@ -44,25 +44,6 @@ def randn(*shape: int, seed: int = 1) -> torch.Tensor:
     return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
 
 
-# --- causal_mask ------------------------------------------------------------------------
-
-
-def test_causal_mask_is_lower_triangular_bool():
-    expected = torch.tensor(
-        [
-            [1, 0, 0, 0, 0],
-            [1, 1, 0, 0, 0],
-            [1, 1, 1, 0, 0],
-            [1, 1, 1, 1, 0],
-            [1, 1, 1, 1, 1],
-        ],
-        dtype=torch.bool,
-    )
-    mask = causal_mask(5)
-    assert mask.dtype == torch.bool
-    assert torch.equal(mask, expected)
-
-
 # --- scaled_dot_product_attention -------------------------------------------------------
 
 

@@ -24,7 +24,7 @@ import pytest
 import torch
 
 from snippets import explorer, fingerprint
-from snippets.attention import causal_mask
+from snippets.masks import attention_mask, causal_mask
 from snippets.model import GPT, GPTConfig
 from tests.conftest import ROOT
 
@@ -41,35 +41,6 @@ def _load_hook():
 
 
 HOOK = _load_hook()
-
-
-# --- masks ------------------------------------------------------------------------------
-
-
-def test_padding_mask_left_padding():
-    mask = explorer.padding_mask(torch.tensor([5, 3, 1]), 5)
-    assert mask.shape == (3, 1, 5) and mask.dtype == torch.bool
-    assert mask[:, 0].int().tolist() == [[1, 1, 1, 1, 1], [0, 0, 1, 1, 1], [0, 0, 0, 0, 1]]
-
-
-@pytest.mark.parametrize("lengths", [[0], [6], [[2, 3]]])
-def test_padding_mask_rejects_bad_lengths(lengths):
-    with pytest.raises(ValueError, match="lengths must be 1-D, each in"):
-        explorer.padding_mask(torch.tensor(lengths), 5)
-
-
-def test_attention_mask_combines_causal_padding_and_diagonal():
-    T = 6
-    lengths = torch.tensor([6, 4, 1])
-    mask = explorer.attention_mask(lengths, T)
-    assert mask.shape == (3, T, T)
-    assert torch.equal(mask[0], causal_mask(T))  # no padding: just causal
-    for b, n in enumerate(lengths.tolist()):
-        real = T - n  # the first real position
-        assert torch.equal(mask[b, real:, real:], causal_mask(n))  # real sees real
-        assert not mask[b, real:, :real].any()  # ...and never the padding
-        assert torch.equal(mask[b, :real, :real], torch.eye(real, dtype=torch.bool))
-    assert mask.any(dim=-1).all()  # every query keeps a key: no row of -inf
 
 
 # --- attention of a GPT -----------------------------------------------------------------
@@ -183,7 +154,7 @@ def test_exported_rows_are_attention_rows(exported):
                     assert min(row) >= 0 and abs(sum(row) - 1000) <= len(row) / 2
     masks = exported["masks"]
     assert masks["causal"] == causal_mask(5).int().tolist()
-    assert masks["both"] == explorer.attention_mask(torch.tensor([3]), 5)[0].int().tolist()
+    assert masks["both"] == attention_mask(torch.tensor([3]), 5)[0].int().tolist()
 
 
 def test_explorer_assets_load_only_where_an_explorer_is(built_site):
