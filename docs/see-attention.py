@@ -25,28 +25,19 @@
 #    itself, one token per character: each head's attention pattern on a sentence,
 #    with the causal mask visible as the empty upper triangle.
 #
-# The models live in `snippets/induction.py` and `snippets/explorer.py`, with their
-# tests in `tests/test_induction.py` and `tests/test_explorer.py`. The [attention
+# The models live in `snippets/induction.py` and `snippets/char_gpt.py`, with their
+# tests in `tests/test_induction.py` and `tests/test_char_gpt.py`; `lab/models.py`
+# keeps them trained in a cache. The [attention
 # explorer](../attention/#see-the-heads-at-work) shows the same models' weights, one
 # query at a time.
 
 # %%
-import html
-import io
-import re
-
-import matplotlib
-import matplotlib.pyplot as plt
 import torch
 from IPython.display import HTML, display
 
-from snippets.explorer import (
-    CharGPTConfig,
-    gpt_attention,
-    letters,
-    trained_char_gpt,
-    trained_induction,
-)
+from lab.models import letters, trained_char_gpt, trained_induction
+from lab.plotting import heatmap, inline_svg, pyplot
+from snippets.char_gpt import CharGPTConfig, gpt_attention
 from snippets.induction import (
     AttentionOnly,
     InductionConfig,
@@ -61,70 +52,17 @@ from snippets.masks import attention_mask
 torch.set_num_threads(1)
 
 # %% [markdown]
-# The figures are SVG with a transparent background. Text and axes are drawn in a
-# stand-in colour that becomes `currentColor`: they take the colour of the page's
-# text, in the light and in the dark scheme alike.
+# The figures are drawn in the site's one plotting style (`lab/plotting.py`): SVG
+# with a transparent background, text and axes in a grey that reads on the light
+# and on the dark scheme alike, put inside the page.
 
 # %%
-INK = "#010203"  # replaced by currentColor in the SVG
-FIGURES = iter(range(1, 100))  # numbers that keep each figure's SVG ids apart
-matplotlib.rcParams.update(
-    {
-        "text.color": INK,
-        "axes.edgecolor": INK,
-        "axes.labelcolor": INK,
-        "xtick.color": INK,
-        "ytick.color": INK,
-        "font.size": 9,
-        "svg.hashsalt": "see-attention",  # the same ids on every run
-    }
-)
+plt = pyplot()  # matplotlib in the site's style
 
 
 def show(fig, description: str) -> None:
-    """Display fig as an SVG inside the page, so that it follows the page's colours
-    (in an <img>, currentColor would be black in both schemes)."""
-    buffer = io.StringIO()
-    fig.savefig(buffer, format="svg", transparent=True, bbox_inches="tight")
-    plt.close(fig)
-    svg = buffer.getvalue()
-    svg = svg[svg.index("<svg ") :].replace(INK, "currentColor")
-    # Several figures share one page: keep only the ids something refers to (glyphs,
-    # clip paths), each renamed for this figure, and scope the figure's CSS to it.
-    name = f"figure-{next(FIGURES)}"
-    used = set(re.findall(r'(?:href="#|url[(]#)([^")]+)', svg))
-    svg = re.sub(
-        r' id="([^"]+)"',
-        lambda m: f' id="{name}-{m[1]}"' if m[1] in used else "",
-        svg,
-    )
-    svg = re.sub(r'(href="#|url[(]#)([^")]+)', rf"\g<1>{name}-\g<2>", svg)
-    svg = svg.replace("*{", f"#{name} *{{")
-    attributes = (
-        f'id="{name}" role="img" aria-label="{html.escape(description)}" '
-        f'style="max-width: 100%; height: auto"'
-    )
-    display(HTML(svg.replace("<svg ", f"<svg {attributes} ", 1)))
-
-
-def heatmap(ax, weights, tokens, title: str) -> None:
-    """One head's (T, T) weights: row = query, column = key. Masked cells stay
-    empty, and a line follows the edge of the causal mask; tokens may be None."""
-    T = weights.size(-1)
-    shown = weights.masked_fill(~torch.ones(T, T).tril().bool(), float("nan"))
-    ax.imshow(shown, cmap="viridis", vmin=0, vmax=1, interpolation="nearest")
-    edge = torch.arange(T + 1) - 0.5
-    ax.step(edge, edge, where="post", color=INK, linewidth=0.6)
-    ax.set_title(title, fontsize=9)
-    if tokens is None:
-        ax.set_xticks([])
-        ax.set_yticks([])
-    else:
-        ax.set_xticks(range(T), tokens, fontsize=7, family="monospace")
-        ax.set_yticks(range(T), tokens, fontsize=7, family="monospace")
-    ax.tick_params(length=0, pad=1)
-    for side in ax.spines.values():
-        side.set_visible(False)
+    """Display fig as an SVG inside the page; description: for screen readers."""
+    display(HTML(inline_svg(fig, description)))
 
 
 # %% [markdown]
@@ -177,7 +115,7 @@ print(
 
 # %%
 fig, ax = plt.subplots(figsize=(5.5, 2.2))
-ax.plot(range(1, len(losses) + 1), losses, color="#5b8def", linewidth=1)
+ax.plot(range(1, len(losses) + 1), losses, linewidth=1)
 ax.set_xlabel("training step")
 ax.set_ylabel("loss (nats)")
 ax.set_ylim(bottom=0)

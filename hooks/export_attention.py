@@ -1,8 +1,6 @@
 """MkDocs hook: the attention explorer's data, and the upkeep of notebook pages.
 
-- on_config: puts the repository on PYTHONPATH, so that the notebook kernel (a
-  separate process, started in whatever folder mkdocs was) can import snippets;
-  and points mkdocs-jupyter's cache at a folder named after the fingerprint of the
+- on_config: points mkdocs-jupyter's cache at a folder named after the fingerprint of the
   code the notebook runs. The plugin's own cache key hashes only the notebook file:
   without this, an edit to snippets/ would leave the page showing results of the
   old code.
@@ -11,29 +9,24 @@
   MathJax 2 and Mermaid from a CDN, and fails the build if any other script or
   stylesheet there would load from another host.
 - on_post_build: writes assets/attention-explorer.json, the attention weights the
-  explorer shows, made by snippets/explorer.py (explorer_data) from the models the
+  explorer shows, made by lab/models.py (explorer_data) from the models the
   notebook trained. It is kept in .cache/explorer/ under the same fingerprint, so a
   build whose code did not change imports no torch at all.
 """
 
 import json
-import os
 import re
-import sys
-import tempfile
 from importlib.metadata import version
 from pathlib import Path
 
 from mkdocs.exceptions import PluginError
 from mkdocs.utils import get_relative_url
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:  # mkdocs loads hooks by path, not from the project root
-    sys.path.insert(0, str(ROOT))
+# The project is installed (pip install -e .): the hook, and the notebook's kernel, a
+# separate process, import it like any package. Both modules: stdlib only, no torch.
+from lab import fingerprint
+from lab.common import CACHE, ROOT, atomic_write
 
-from snippets import fingerprint  # noqa: E402  (stdlib only: no torch import here)
-
-CACHE = ROOT / ".cache"
 JSON_URI = "assets/attention-explorer.json"
 SCRIPT_URI = "assets/javascripts/attention-explorer.js"
 STYLE_URI = "assets/stylesheets/attention-explorer.css"
@@ -43,9 +36,9 @@ _state = {}
 
 def code_fingerprint(notebooks: list[Path]) -> str:
     """A hash of what the notebooks and the explorer's data are computed from: the
-    modules of snippets/ they import, the data, and the torch and matplotlib
+    project's modules they import, the data, and the torch and matplotlib
     versions. (The notebooks' own text is in mkdocs-jupyter's key already.)"""
-    roots = [*notebooks, ROOT / "snippets" / "explorer.py"]
+    roots = [*notebooks, ROOT / "lab" / "models.py"]
     versions = f"torch {version('torch')}, matplotlib {version('matplotlib')}"
     return fingerprint.code_fingerprint(roots, versions, ROOT)[:20]
 
@@ -65,8 +58,6 @@ def _keep_only(folder: Path, current: Path) -> None:
 
 
 def on_config(config):
-    paths = [str(ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
-    os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
     notebooks = []
     jupyter = config.plugins.get("mkdocs-jupyter")
     if jupyter is not None:
@@ -131,11 +122,9 @@ def _explorer_json(key: str) -> Path:
     kept = CACHE / "explorer" / f"{key}.json"
     if kept.is_file():
         return kept
-    if str(ROOT) not in sys.path:  # mkdocs restores sys.path after loading a hook
-        sys.path.insert(0, str(ROOT))
     import torch
 
-    from snippets.explorer import explorer_data
+    from lab.models import explorer_data
 
     # Tiny models: one thread is faster than two fighting for a busy machine.
     threads = torch.get_num_threads()
@@ -144,11 +133,7 @@ def _explorer_json(key: str) -> Path:
         data = explorer_data()
     finally:
         torch.set_num_threads(threads)
-    kept.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=kept.parent, suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump(data, f, ensure_ascii=False, separators=(",", ":"))
-    os.replace(tmp, kept)  # a reader never sees half a file
+    atomic_write(kept, lambda f: json.dump(data, f, ensure_ascii=False, separators=(",", ":")))
     _keep_only(kept.parent, kept)
     return kept
 

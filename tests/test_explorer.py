@@ -1,4 +1,4 @@
-"""Tests for snippets/explorer.py, the attention explorer and the "See attention" notebook.
+"""Tests for lab/models.py, the attention explorer and the "See attention" notebook.
 
 The module's functions are tested directly. The built site (the session's ``built_site``)
 must hold the explorer's JSON exactly as explorer_data() makes it, the notebook page with
@@ -12,7 +12,6 @@ failure.
 
 from __future__ import annotations
 
-import dataclasses
 import importlib.util
 import json
 import os
@@ -23,9 +22,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from snippets import explorer, fingerprint
+from lab import fingerprint, models
+from lab.plotting import INK
 from snippets.masks import attention_mask, causal_mask
-from snippets.model import GPT, GPTConfig
 from tests.conftest import ROOT
 
 ARTIFACTS = ROOT / "test-artifacts" / "explorer"
@@ -43,31 +42,14 @@ def _load_hook():
 HOOK = _load_hook()
 
 
-# --- attention of a GPT -----------------------------------------------------------------
-
-
-def test_gpt_attention_shapes_and_the_two_attention_forms_agree():
-    torch.manual_seed(0)
-    config = GPTConfig(vocab_size=20, context_length=12, n_embed=16, n_head=4, n_layer=3)
-    per_head = GPT(dataclasses.replace(config, attention="per-head")).eval()
-    fused = GPT.from_per_head(per_head).eval()
-    idx = torch.randint(20, (2, 10), generator=torch.Generator().manual_seed(1))
-    weights = explorer.gpt_attention(fused, idx)
-    assert weights.shape == (2, 3, 4, 10, 10)
-    torch.testing.assert_close(weights.sum(-1), torch.ones(2, 3, 4, 10))
-    assert (weights.triu(diagonal=1) == 0).all()
-    torch.testing.assert_close(explorer.gpt_attention(per_head, idx), weights)
-    # The hooks are gone afterwards: the model runs as before.
-    assert all(not block.attn._forward_hooks for block in fused.blocks)
-
-
 # --- the cache key ----------------------------------------------------------------------
 
 
 def _copy_of_the_code(tmp_path) -> Path:
-    """snippets/, data/ and the notebook, copied: files to edit without harm."""
+    """snippets/, lab/, data/ and the notebook, copied: files to edit without harm."""
     copy = tmp_path / "repo"
-    for folder, pattern in (("snippets", "*.py"), ("data", "*.txt"), ("docs", "*.py")):
+    folders = (("snippets", "*.py"), ("lab", "*.py"), ("data", "*.txt"), ("docs", "*.py"))
+    for folder, pattern in folders:
         (copy / folder).mkdir(parents=True)
         for path in (ROOT / folder).glob(pattern):
             (copy / folder / path.name).write_bytes(path.read_bytes())
@@ -75,23 +57,24 @@ def _copy_of_the_code(tmp_path) -> Path:
 
 
 def test_model_cache_key_covers_the_imported_modules_and_the_data(tmp_path, monkeypatch):
-    modules = {p.name for p in fingerprint.snippets_imported_by([Path(explorer.__file__)])}
-    assert {"explorer.py", "induction.py", "attention.py", "model.py"} <= modules
+    modules = {p.name for p in fingerprint.imported_modules([Path(models.__file__)])}
+    assert {"models.py", "char_gpt.py", "induction.py", "attention.py", "model.py"} <= modules
+    assert {"masks.py", "common.py", "fingerprint.py"} <= modules
     assert {"corpus.py", "tokenizer.py", "data.py", "objectives.py"} <= modules
     assert "generate.py" not in modules  # a module no training reads changes nothing
 
     copy = _copy_of_the_code(tmp_path)
-    monkeypatch.setattr(explorer, "__file__", str(copy / "snippets" / "explorer.py"))
-    monkeypatch.setattr(explorer, "ROOT", copy)
-    assert_key_follows_the_code(copy, explorer.fingerprint)
+    monkeypatch.setattr(models, "__file__", str(copy / "lab" / "models.py"))
+    monkeypatch.setattr(models, "ROOT", copy)
+    assert_key_follows_the_code(copy, models.fingerprint)
 
 
 def test_notebook_cache_key_covers_what_the_notebook_imports(tmp_path, monkeypatch):
     copy = _copy_of_the_code(tmp_path)
     monkeypatch.setattr(HOOK, "ROOT", copy)
     notebook = copy / "docs" / "see-attention.py"
-    modules = {p.name for p in fingerprint.snippets_imported_by([notebook], copy)}
-    assert {"explorer.py", "induction.py", "attention.py", "model.py"} <= modules
+    modules = {p.name for p in fingerprint.imported_modules([notebook], copy)}
+    assert {"models.py", "char_gpt.py", "induction.py", "plotting.py", "model.py"} <= modules
     assert_key_follows_the_code(copy, lambda: HOOK.code_fingerprint([notebook]))
 
 
@@ -99,7 +82,8 @@ def assert_key_follows_the_code(copy: Path, key) -> None:
     """key() changes with any file the models are trained from, and only with those."""
     before = key()
     assert before == key()
-    for changed in ("snippets/attention.py", "snippets/induction.py", "data/guide-snapshot.txt"):
+    changed_files = ("snippets/attention.py", "snippets/induction.py", "lab/models.py")
+    for changed in (*changed_files, "data/guide-snapshot.txt"):
         path = copy / changed
         original = path.read_bytes()
         path.write_bytes(original + b"\n")
@@ -126,17 +110,17 @@ def test_the_build_trained_the_models_and_they_are_reused(built_site, monkeypatc
             ".cache/trained/ deleted also does this: delete .cache/ as a whole)"
         )
 
-    monkeypatch.setattr(explorer, "train_induction", no_training)
-    monkeypatch.setattr(explorer, "train_char_gpt", no_training)
-    model, losses = explorer.trained_induction()
+    monkeypatch.setattr(models, "train_induction", no_training)
+    monkeypatch.setattr(models, "train_char_gpt", no_training)
+    model, losses = models.trained_induction()
     assert len(losses) == model.config.steps
-    gpt, char, losses = explorer.trained_char_gpt()
+    gpt, char, losses = models.trained_char_gpt()
     assert gpt.config.vocab_size == char.vocab_size
-    assert len(losses) == explorer.CharGPTConfig().steps
+    assert len(losses) == models.CharGPTConfig().steps
 
 
 def test_built_json_is_what_the_code_exports(exported):
-    assert exported == explorer.explorer_data()
+    assert exported == models.explorer_data()
 
 
 def test_exported_rows_are_attention_rows(exported):
@@ -171,7 +155,8 @@ def test_notebook_page_has_its_figures_and_no_cdn(built_site):
     assert len(figures) >= 5
     tags = re.findall(r'<svg[^>]*\bid="figure-\d+"[^>]*>', page)
     assert all('role="img"' in t and 'aria-label="' in t for t in tags)
-    assert "currentColor" in page  # text and axes follow the page's colours
+    svgs = re.findall(r'<svg[^>]*\bid="figure-\d+".*?</svg>', page, re.S)
+    assert svgs and all(f"stroke: {INK}" in svg for svg in svgs)  # the site's one ink
     for printed in ("uniform baseline: 0.042", "layer head  induction", "(L, H, T, T)"):
         assert printed in page
     for remote in ("cdnjs", "mermaid.esm", "x-mathjax-config", "require.js"):

@@ -1,32 +1,27 @@
-"""Trained models to look at, their attention weights, and the explorer's data.
+"""Trained models to look at, kept in a cache, and the attention explorer's data.
 
-Needs torch and this folder's modules. Shape letters: B batch, T sequence length,
-L layers, H heads, V vocabulary size.
+    python -m lab.models out.json   # what the attention explorer shows
 
-Two small models are trained here (each in seconds on a CPU): the attention-only
-model of induction.py on repeated tokens, and the GPT of model.py on the guide's
-text. A trained model is kept in .cache/trained/, under a key made from its
-configuration and from every file its training reads (this folder's modules and
-data/), so the site build, the notebook and the tests share one training per
-version of the code, and an edit to any of that code trains it anew.
-
-    python -m snippets.explorer out.json   # what the attention explorer shows
+Two small models are trained (each in seconds on a CPU): the attention-only model
+of snippets/induction.py on repeated tokens, and the GPT of snippets/char_gpt.py on
+the guide's text. A trained model is kept in .cache/trained/, under a key made from
+its configuration and from every file its training reads (the project's modules
+this one imports, and data/), so the site build, the notebook and the tests share
+one training per version of the code, and an edit to any of that code trains anew.
+Shape letters: B batch, T sequence length, L layers, H heads.
 """
 
-# --8<-- [start:imports]
-import dataclasses
 import hashlib
 import json
-import os
 import sys
-import tempfile
 from pathlib import Path
 
 import torch
 
+from lab.common import CACHE, ROOT, atomic_write
+from lab.fingerprint import code_fingerprint
+from snippets.char_gpt import CharGPTConfig, gpt_attention, train_char_gpt
 from snippets.corpus import guide_text
-from snippets.data import get_batch
-from snippets.fingerprint import code_fingerprint
 from snippets.induction import (
     AttentionOnly,
     InductionConfig,
@@ -36,126 +31,33 @@ from snippets.induction import (
     train_induction,
 )
 from snippets.masks import attention_mask, causal_mask, padding_mask
-from snippets.model import GPT, GPTConfig
+from snippets.model import GPT
 from snippets.tokenizer import CharTokenizer
 
-# --8<-- [end:imports]
-
-__all__ = [
-    "CharGPTConfig",
-    "train_char_gpt",
-    "gpt_attention",
-    "padding_mask",
-    "attention_mask",
-    "fingerprint",
-    "trained_induction",
-    "trained_char_gpt",
-    "letters",
-    "explorer_data",
-]
-
-ROOT = Path(__file__).resolve().parent.parent
-CACHE = ROOT / ".cache" / "trained"
-
-
-# --8<-- [start:char_gpt]
-@dataclasses.dataclass(frozen=True)
-class CharGPTConfig:
-    """The guide's GPT, one token per character, briefly trained on its text."""
-
-    context_length: int = 32
-    n_embed: int = 64
-    n_head: int = 4
-    n_layer: int = 2
-    batch_size: int = 16
-    steps: int = 300  # about 4 s on one CPU core: the loss falls from 4.6 to ~2.3
-    lr: float = 3e-3
-    seed: int = 0
-
-    def gpt_config(self, vocab_size: int) -> GPTConfig:
-        return GPTConfig(
-            vocab_size=vocab_size,
-            context_length=self.context_length,
-            n_embed=self.n_embed,
-            n_head=self.n_head,
-            n_layer=self.n_layer,
-        )
-
-
-def train_char_gpt(config: CharGPTConfig) -> tuple[GPT, list[float]]:
-    """A GPT trained on guide_text(), one token per character; each step's loss."""
-    text = guide_text()
-    char = CharTokenizer.from_text(text)
-    data = torch.tensor(char.encode(text), dtype=torch.long)
-    torch.manual_seed(config.seed)  # the initial weights
-    generator = torch.Generator().manual_seed(config.seed)  # the batches
-    model = GPT(config.gpt_config(char.vocab_size))
-    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr)
-    losses = []
-    for _ in range(config.steps):
-        x, y = get_batch(data, config.batch_size, config.context_length, generator)
-        _, loss = model(x, y)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-        losses.append(loss.item())
-    return model.eval(), losses
-
-
-# --8<-- [end:char_gpt]
-
-
-# --8<-- [start:gpt_attention]
-@torch.no_grad()
-def gpt_attention(model: GPT, idx: torch.Tensor) -> torch.Tensor:
-    """The attention weights of every layer of a GPT on idx (B, T): (B, L, H, T, T).
-
-    The model runs as usual; a hook on each attention layer runs that layer once
-    more on the very input it received, asking for its weights this time.
-    """
-    weights = []
-
-    def keep_weights(layer, inputs, output):
-        # layer.forward, not layer(...): calling the module runs this hook again.
-        weights.append(layer.forward(inputs[0], return_weights=True)[1])
-
-    hooks = [b.attn.register_forward_hook(keep_weights) for b in model.blocks]
-    try:
-        model(idx)
-    finally:
-        for hook in hooks:
-            hook.remove()
-    return torch.stack(weights, dim=1)  # L x (B, H, T, T) -> (B, L, H, T, T)
-
-
-# --8<-- [end:gpt_attention]
+TRAINED = CACHE / "trained"
 
 
 def fingerprint() -> str:
     """A hash of everything a trained model depends on: this module and those it
-    imports from this folder, the data they read, and the torch version."""
+    imports from the project, the data they read, and the torch version."""
     versions = f"torch {torch.__version__}"
     return code_fingerprint([Path(__file__).resolve()], versions, ROOT)
 
 
 def _cached(name: str, config, build, train):
-    """(model, losses): loaded from CACHE if this config and code were trained
+    """(model, losses): loaded from TRAINED if this config and code were trained
     before, else trained now and saved there. Stale files of `name` are removed."""
     key = hashlib.sha256(f"{fingerprint()}\n{config!r}".encode()).hexdigest()[:20]
-    path = CACHE / f"{name}-{key}.pt"
+    path = TRAINED / f"{name}-{key}.pt"
     if path.is_file():
         saved = torch.load(path, weights_only=True)
         model = build(config)
         model.load_state_dict(saved["state"])
         return model.eval(), saved["losses"]
     model, losses = train(config)
-    CACHE.mkdir(parents=True, exist_ok=True)
-    # Written to a temporary file, then renamed: a reader never sees half a file.
-    fd, tmp = tempfile.mkstemp(dir=CACHE, suffix=".tmp")
-    os.close(fd)
-    torch.save({"state": model.state_dict(), "losses": losses}, tmp)
-    os.replace(tmp, path)
-    for old in CACHE.glob(f"{name}-*.pt"):
+    state = {"state": model.state_dict(), "losses": losses}
+    atomic_write(path, lambda f: torch.save(state, f), mode="wb")
+    for old in TRAINED.glob(f"{name}-*.pt"):
         if old != path:
             old.unlink(missing_ok=True)
     return model, losses
@@ -201,10 +103,7 @@ def _rows(weights: torch.Tensor) -> list:
     (the rest are masked, exactly 0), in thousandths: 0.1234 -> 123."""
     T = weights.size(-1)
     return [
-        [
-            [[round(w * 1000) for w in head[t, : t + 1].tolist()] for t in range(T)]
-            for head in layer
-        ]
+        [[[round(w * 1000) for w in head[t, : t + 1].tolist()] for t in range(T)] for head in layer]
         for layer in weights
     ]
 
@@ -248,10 +147,7 @@ def explorer_data() -> dict:
             "tokens": letters(idx[0]),
             "weights": _rows(weights[0]),
             "notes": [
-                [
-                    f"induction {i:.2f}, previous token {p:.2f}"
-                    for i, p in zip(a, b, strict=True)
-                ]
+                [f"induction {i:.2f}, previous token {p:.2f}" for i, p in zip(a, b, strict=True)]
                 for a, b in zip(ind, prev, strict=True)
             ],
         }
@@ -269,7 +165,7 @@ def explorer_data() -> dict:
 
 def main(argv: list[str]) -> None:
     if len(argv) != 1:
-        raise SystemExit("usage: python -m snippets.explorer OUT.json")
+        raise SystemExit("usage: python -m lab.models OUT.json")
     data = json.dumps(explorer_data(), ensure_ascii=False, separators=(",", ":"))
     Path(argv[0]).write_text(data, encoding="utf-8")
 
