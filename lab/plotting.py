@@ -185,23 +185,34 @@ def attention_cost(data: dict, what: str):
             if share is not None and share > BUSY:
                 busy.add(T)
     fig, axes = plt.subplots(1, 2, figsize=(8.4, 3.8), sharey=True)
+    low = float("inf")  # the lowest measured value: the guides may run far below it
     for ax, mode in zip(axes, MODES, strict=True):
         series = {}
         for variant, (color, marker) in VARIANT_STYLE.items():
             ys = [lookup(data, variant, n_head, T)[mode][key] * scale for T in seq_lens]
             series[variant] = ys
-            ax.plot(seq_lens, ys, color=color, linewidth=1.8, label=VARIANT_LABELS[variant])
-            for filled in (True, False):
-                pts = [(T, y) for T, y in zip(seq_lens, ys, strict=True) if (T in busy) != filled]
-                if pts:
-                    ax.plot(
-                        *zip(*pts, strict=True),
-                        linestyle="none",
-                        marker=marker,
-                        markersize=5,
-                        color=color,
-                        markerfacecolor=color if filled else "none",
-                    )
+            low = min(low, *ys)
+            filled = [i for i, T in enumerate(seq_lens) if T not in busy]
+            ax.plot(
+                seq_lens,
+                ys,
+                color=color,
+                linewidth=1.8,
+                marker=marker,
+                markersize=5,
+                markevery=filled,
+                label=VARIANT_LABELS[variant],
+            )
+            hollow = [(T, y) for T, y in zip(seq_lens, ys, strict=True) if T in busy]
+            if hollow:  # measured while the machine was busy
+                ax.plot(
+                    *zip(*hollow, strict=True),
+                    linestyle="none",
+                    marker=marker,
+                    markersize=5,
+                    color=color,
+                    markerfacecolor="none",
+                )
         for variant, exponent, dash, label in (
             ("manual", 2, (6, 3), "∝ T²"),
             ("sdpa", 1, (2, 2), "∝ T"),
@@ -216,16 +227,15 @@ def attention_cost(data: dict, what: str):
         ax.set_title(MODE_LABELS[mode])
         ax.set_xlabel("sequence length T (log scale)")
         ax.grid(True, which="major")
-    low = min(min(line.get_ydata()) for ax in axes for line in ax.lines[:3])
-    axes[0].set_ylim(bottom=low / 2)  # the guides may run far below the data
+    axes[0].set_ylim(bottom=low / 2)
     ylabel = "milliseconds per run" if what == "time" else "peak MiB of tensors"
     axes[0].set_ylabel(f"{ylabel} (log scale)")
     title = "Time" if what == "time" else "Peak memory"
     setting = f"H={n_head}, " + describe_settings(data).split(";")[0]
     fig.suptitle(f"{title} vs sequence length ({setting})")
     handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="upper center", ncol=5, bbox_to_anchor=(0.5, 0.92))
-    fig.tight_layout(rect=(0, 0, 1, 0.84))
+    fig.legend(handles, labels, loc="upper center", ncol=5, bbox_to_anchor=(0.5, 0.94))
+    fig.tight_layout(rect=(0, 0, 1, 0.87))
     return fig
 
 

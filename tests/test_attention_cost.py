@@ -1,4 +1,4 @@
-"""Tests for snippets/bench.py and the claims of the attention-cost page, at small sizes.
+"""Tests for snippets/attention_cost.py and the attention-cost page's claims, at small sizes.
 
 No timing is asserted anywhere: times depend on the machine and on what else runs on it.
 Memory is asserted, because the profiler counts tensor bytes exactly and the same way on every
@@ -6,29 +6,21 @@ run. The whole file takes a few seconds on 2 CPU cores.
 """
 
 import functools
-import json
-import os
-import statistics
-import subprocess
-import sys
-import xml.etree.ElementTree as ET
 
 import pytest
 import torch
 from torch.testing import assert_close
 
-from snippets import bench
 from snippets.attention import CausalSelfAttention, MultiHeadAttention
-from snippets.bench import (
+from snippets.attention_cost import (
     VARIANTS,
     forward,
     forward_backward,
     inline_forward,
     make_variants,
-    page_faults,
-    peak_memory,
     score_bytes,
 )
+from snippets.measure import peak_memory
 from tests.conftest import ROOT
 
 COMMITTED = ROOT / "docs" / "assets" / "results"
@@ -62,31 +54,10 @@ def test_manual_path_scores_are_B_H_T_T_float32_exactly():
     assert sdpa["largest_allocation_bytes"] < B * T * T * 4
 
 
-def test_peak_memory_counts_tensors_alive_at_once():
-    a = torch.zeros(1000)  # alive before: not counted
-
-    def two_then_one():
-        b = torch.ones(256)  # 1 KiB
-        c = torch.ones(512)  # 2 KiB, both alive: 3 KiB
-        del b, c
-        d = torch.ones(128)  # 0.5 KiB
-        del d
-
-    assert peak_memory(two_then_one) == {"peak_bytes": 3072, "largest_allocation_bytes": 2048}
-    assert a.sum() == 0
-
-
 # The manual paths are compared between T=512 and T=1024, the fused kernel between T=1024 and
 # T=2048: its scratch buffer (a few tiles per thread) is sized from T, in steps, and is the same
 # for every T from 768 on. Width and head count are the benchmark's defaults.
 MANUAL_T, FUSED_T = (512, 1024), (1024, 2048)
-
-
-def test_page_faults_count_fresh_pages():
-    n_bytes = 64 * 2**20  # above glibc's mmap threshold: fresh pages from the system
-    faults = page_faults(lambda: torch.ones(n_bytes // 4))
-    assert faults >= n_bytes // os.sysconf("SC_PAGE_SIZE") // 2
-    assert page_faults(lambda: None) < 100
 
 
 @pytest.fixture(scope="module")
@@ -170,134 +141,3 @@ def test_variants_share_weights():
     assert isinstance(mha, MultiHeadAttention) and calls["per-head"] is mha
     assert calls["sdpa"] is csa
     assert_close(csa.proj.weight, mha.proj.weight, rtol=0, atol=0)
-
-
-def test_time_interleaved_rotates_and_drops_warmup():
-    order = []
-    jobs = {name: (lambda name=name: order.append(name)) for name in "ABC"}
-    timed = bench.time_interleaved(jobs, repetitions=3, warmup=1)
-    assert "".join(order) == "ABC" + "BCA" + "CAB" + "ABC"
-    for result in timed.values():
-        assert len(result["seconds"]) == len(result["waited"]) == 3
-        assert min(result["seconds"]) >= 0 and min(result["waited"]) >= 0
-        assert result["retaken"] == 0
-
-
-def test_time_interleaved_takes_a_run_again_when_it_waited(monkeypatch):
-    clock = iter([0.0, 1.0, 1.0, 1.0])  # waiting_seconds before and after each run
-    monkeypatch.setattr(bench, "waiting_seconds", lambda: next(clock))
-    timed = bench.time_interleaved({"A": lambda: None}, 1, 0, retries=1)
-    assert timed["A"]["retaken"] == 1 and timed["A"]["waited"] == [0.0]
-
-
-def test_waiting_seconds_is_a_running_total():
-    first = bench.waiting_seconds()
-    assert 0 <= first <= bench.waiting_seconds()
-
-
-# --- the command, its result files and the committed ones -----------------------------------
-
-
-def check_attention_result(data: dict) -> None:
-    """The schema of attention-cost.json, and a complete grid of results."""
-    assert data["schema"] == bench.SCHEMA
-    assert data["command"].startswith("python -m snippets.bench attention")
-    machine = data["machine"]
-    for key in ("platform", "cpu_model", "torch", "torch_threads", "date", "page_size"):
-        assert key in machine, key
-    assert machine["torch"].startswith(torch.__version__.split("+")[0])
-    assert isinstance(machine["torch_threads"], int) and machine["torch_threads"] >= 1
-    settings = data["settings"]
-    seq_lens, heads = settings["seq_lens"], settings["heads"]
-    assert settings["plot_heads"] in heads
-    assert set(data["variants"]) == set(VARIANTS)
-    grid = {(r["variant"], r["n_head"], r["seq_len"]) for r in data["results"]}
-    assert grid == {(v, h, t) for v in VARIANTS for h in heads for t in seq_lens}
-    assert len(data["results"]) == len(grid)
-    for row in data["results"]:
-        assert row["score_bytes"] == score_bytes(settings["batch"], row["n_head"], row["seq_len"])
-        for mode in bench.MODES:
-            cell = row[mode]
-            assert len(cell["samples_ms"]) == settings["repetitions"]
-            assert cell["median_ms"] == pytest.approx(
-                statistics.median(cell["samples_ms"]), abs=1e-3
-            )
-            assert isinstance(cell["peak_bytes"], int) and cell["peak_bytes"] > 0
-            assert isinstance(cell["page_faults"], int) and cell["page_faults"] >= 0
-            assert len(cell["waited"]) == settings["repetitions"]
-            assert isinstance(cell["retaken"], int) and cell["retaken"] >= 0
-            assert 0 < cell["largest_allocation_bytes"] <= cell["peak_bytes"]
-
-
-def check_svg(path) -> None:
-    root = ET.parse(path).getroot()
-    assert root.tag == SVG
-    assert root.find(f"{SVG[:-3]}title").text
-
-
-def test_quick_command_end_to_end(tmp_path):
-    proc = subprocess.run(
-        [sys.executable, "-m", "snippets.bench", "attention", "--quick", "--out", str(tmp_path)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 0, proc.stderr
-    assert "[3/3] H=2 T=256" in proc.stderr  # progress went to stderr
-    assert "forward+backward, ms" in proc.stdout and "fwd+bwd peak, MiB" in proc.stdout
-    data = json.loads((tmp_path / "attention-cost.json").read_text())
-    check_attention_result(data)
-    assert data["settings"]["seq_lens"] == [64, 128, 256]
-    assert sorted(p.name for p in tmp_path.glob("*.svg")) == [
-        "attention-cost-memory.svg",
-        "attention-cost-time.svg",
-    ]
-    for svg in tmp_path.glob("*.svg"):
-        check_svg(svg)
-
-
-def test_quick_overhead_command(tmp_path, capsys):
-    bench.main(["overhead", "--quick", "--out", str(tmp_path)])
-    data = json.loads((tmp_path / "attention-overhead.json").read_text())
-    assert data["schema"] == bench.OVERHEAD_SCHEMA
-    (row,) = data["results"]
-    assert row["ratio"] == pytest.approx(row["module_us"] / row["inline_us"], rel=1e-3)
-    assert "module / inline" in capsys.readouterr().out
-
-
-def test_help_names_both_benchmarks(capsys):
-    with pytest.raises(SystemExit) as exit_:
-        bench.parser().parse_args(["--help"])
-    assert exit_.value.code == 0
-    out = capsys.readouterr().out
-    assert "attention" in out and "overhead" in out
-
-
-@pytest.mark.parametrize("argv", [["attention", "-T", "64 x"], ["attention", "--heads", "0"]])
-def test_bad_arguments_are_refused(argv, capsys):
-    with pytest.raises(SystemExit) as exit_:
-        bench.parser().parse_args(argv)
-    assert exit_.value.code == 2
-    assert "expected" in capsys.readouterr().err
-
-
-def test_committed_result_is_complete():
-    data = json.loads((COMMITTED / "attention-cost.json").read_text())
-    check_attention_result(data)
-    assert data["settings"]["seq_lens"] == [64, 128, 256, 512, 1024, 2048, 4096]
-    assert data["command"] == "python -m snippets.bench attention"
-
-
-def test_committed_plots_are_drawn_from_the_committed_result():
-    data = json.loads((COMMITTED / "attention-cost.json").read_text())
-    for name, text in bench.plots(data).items():
-        check_svg(COMMITTED / name)
-        assert (COMMITTED / name).read_text(encoding="utf-8") == text, name
-
-
-def test_committed_overhead_result():
-    data = json.loads((COMMITTED / "attention-overhead.json").read_text())
-    assert data["schema"] == bench.OVERHEAD_SCHEMA
-    assert data["command"] == "python -m snippets.bench overhead"
-    assert [r["seq_len"] for r in data["results"]] == data["settings"]["seq_lens"]
