@@ -1,20 +1,12 @@
 """Text from a trained GPT: greedy decoding, temperature, top-k, top-p, a KV cache.
 
-    python -m snippets.generate runs/markov/ckpt.pt --prompt "a" --tokens 200
-    python -m snippets.generate --bench-kv-cache   # the generation page's numbers
-
-Needs torch and snippets/model.py (and, for the command line, the checkpoints of
-snippets/train.py). Shape letters: B batch, T sequence length, C channels,
-H heads, D head size, V vocabulary size, L layers.
+Needs torch and snippets/model.py (and snippets/train.py, to load its
+checkpoints). The command line and the KV-cache benchmark are lab/generate.py:
+`python -m lab.generate --help`. Shape letters: B batch, T sequence length,
+C channels, H heads, D head size, V vocabulary size, L layers.
 """
 
 # --8<-- [start:imports]
-import argparse
-import json
-import os
-import statistics
-import sys
-import time
 from pathlib import Path
 
 import torch
@@ -33,10 +25,8 @@ __all__ = [
     "forward_with_cache",
     "stream",
     "generate",
+    "load_model",
 ]
-
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS_DIR = ROOT / "docs" / "assets" / "results" / "training"
 
 
 # --8<-- [start:check_sampling]
@@ -281,110 +271,7 @@ def generate(
 # --8<-- [end:stream]
 
 
-# ------------------------------------------------------------------ measuring
-
-
-BENCH_PROMPT = 16  # tokens of prompt before the timed ones
-
-
-def time_per_token(model: GPT, new_tokens: int, kv_cache: bool) -> list[float]:
-    """Seconds each new token took, greedy, from a fixed random prompt."""
-    prompt = torch.randint(
-        model.config.vocab_size,
-        (1, BENCH_PROMPT),
-        generator=torch.Generator().manual_seed(0),
-    )
-    seconds, tokens = (
-        [],
-        stream(model, prompt, new_tokens, kv_cache=kv_cache, greedy=True),
-    )
-    start = time.perf_counter()
-    for _ in tokens:
-        now = time.perf_counter()
-        seconds.append(now - start)
-        start = now
-    return seconds
-
-
-def bench_kv_cache(new_tokens: int, rounds: int) -> dict:
-    """Time per generated token with and without the cache, taking turns."""
-    from snippets.train import BENCH_MODEL, GPTConfig, machine_info
-
-    # The throughput model of the optimization page, with room for every token:
-    # the cache helps until the context is full.
-    context = BENCH_PROMPT + new_tokens
-    config = GPTConfig(**{**BENCH_MODEL, "context_length": context})
-    torch.manual_seed(0)
-    model = GPT(config).eval()  # untrained: the time does not depend on weights
-    load_before = os.getloadavg()[0]
-    samples = {True: [], False: []}
-    for round_ in range(rounds + 1):  # round 0 is a warm-up
-        for kv_cache in (True, False) if round_ % 2 else (False, True):
-            seconds = time_per_token(model, new_tokens, kv_cache)
-            if round_:
-                samples[kv_cache].append(seconds)
-    # The same tokens either way: the page's claim, checked on the timed runs.
-    same = torch.equal(
-        generate(model, torch.zeros(1, 1, dtype=torch.long), 32, greedy=True),
-        generate(
-            model,
-            torch.zeros(1, 1, dtype=torch.long),
-            32,
-            greedy=True,
-            kv_cache=False,
-        ),
-    )
-
-    def summary(runs: list[list[float]]) -> dict:
-        per_run = [sum(r) / len(r) * 1e3 for r in runs]  # mean ms per token
-        per_position = [statistics.median(s) * 1e3 for s in zip(*runs, strict=True)]
-        return {
-            "ms_per_token": round(statistics.median(per_run), 4),
-            "runs_ms_per_token": [round(m, 4) for m in per_run],
-            "median_ms_by_position": [round(m, 4) for m in per_position],
-        }
-
-    cached, recompute = summary(samples[True]), summary(samples[False])
-    return {
-        "schema": "attention-guide/kv-cache/1",
-        "command": "python -m snippets.generate " + " ".join(sys.argv[1:]),
-        "model": {**BENCH_MODEL, "context_length": context},
-        "prompt_tokens": BENCH_PROMPT,
-        "new_tokens": new_tokens,
-        "rounds": rounds,
-        "same_tokens": same,
-        "machine": {
-            **machine_info(),
-            "load_1min_before": round(load_before, 2),
-            "load_1min_after": round(os.getloadavg()[0], 2),
-        },
-        "kv_cache": cached,
-        "recompute": recompute,
-        "speedup": round(recompute["ms_per_token"] / cached["ms_per_token"], 2),
-    }
-
-
-def plot_kv_cache(data: dict, path: Path) -> None:
-    """Milliseconds per token against its position, both ways, as SVG."""
-    from snippets.train import _pyplot
-
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(6.4, 3.4))
-    start = data["prompt_tokens"]
-    for key, label in (("recompute", "recompute"), ("kv_cache", "KV cache")):
-        ms = data[key]["median_ms_by_position"]
-        ax.plot(range(start + 1, start + 1 + len(ms)), ms, label=label)
-    ax.set_xlabel("length of the sequence after the new token")
-    ax.set_ylabel("ms for the token")
-    ax.set_ylim(bottom=0)
-    ax.grid(alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, metadata={"Date": None})
-    plt.close(fig)
-
-
-# ------------------------------------------------------------------ command line
+# ------------------------------------------------------------------ a checkpoint
 
 
 def load_model(checkpoint: Path) -> tuple[GPT, str]:
@@ -396,90 +283,3 @@ def load_model(checkpoint: Path) -> tuple[GPT, str]:
     model = GPT(config.model_config(len(state["chars"])))
     model.load_state_dict(state["model"])
     return model.eval(), state["chars"]
-
-
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m snippets.generate",
-        description="Sample text from a checkpoint of snippets.train.",
-    )
-    p.add_argument("checkpoint", type=Path, nargs="?", help="a ckpt.pt")
-    p.add_argument("--prompt", default="", help="text to continue")
-    p.add_argument(
-        "--tokens",
-        type=int,
-        help="new tokens to write (default: 200; 256 to benchmark)",
-    )
-    p.add_argument("--greedy", action="store_true", help="most likely token always")
-    p.add_argument("--temperature", type=float, default=1.0)
-    p.add_argument("--top-k", type=int)
-    p.add_argument("--top-p", type=float)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--no-kv-cache", action="store_true")
-    p.add_argument(
-        "--bench-kv-cache",
-        action="store_true",
-        help="time per token with and without the cache; writes "
-        "kv-cache.json and kv-cache.svg (or to --out)",
-    )
-    p.add_argument("--rounds", type=int, default=5)
-    p.add_argument(
-        "--threads", type=int, help="torch threads (default: torch's choice)"
-    )
-    p.add_argument("--out", type=Path, default=RESULTS_DIR)
-    return p
-
-
-def main(argv: list[str] | None = None) -> int:
-    p = parser()
-    args = p.parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    if args.bench_kv_cache:
-        data = bench_kv_cache(args.tokens or 256, args.rounds)
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "kv-cache.json").write_text(json.dumps(data, indent=1) + "\n")
-        plot_kv_cache(data, args.out / "kv-cache.svg")
-        print(
-            f"recompute {data['recompute']['ms_per_token']:.2f} ms per token, "
-            f"KV cache {data['kv_cache']['ms_per_token']:.2f} ms: "
-            f"x{data['speedup']:.1f}; wrote {args.out / 'kv-cache.json'}"
-        )
-        return 0
-    if args.checkpoint is None:
-        p.error("give a checkpoint (e.g. runs/markov/ckpt.pt) or --bench-kv-cache")
-    model, chars = load_model(args.checkpoint)
-    stoi = {c: i for i, c in enumerate(chars)}
-    unknown = sorted(set(args.prompt) - set(stoi))
-    if unknown:
-        p.error(f"--prompt has characters the model never saw: {unknown}")
-    prompt = [stoi[c] for c in args.prompt] or [0]  # no prompt: start from id 0
-    sampling = (
-        {"greedy": True}
-        if args.greedy
-        else {
-            "temperature": args.temperature,
-            "top_k": args.top_k,
-            "top_p": args.top_p,
-            "generator": torch.Generator().manual_seed(args.seed),
-        }
-    )
-    if not args.greedy:
-        try:
-            check_sampling(args.temperature, args.top_k, args.top_p)
-        except (TypeError, ValueError) as err:
-            p.error(str(err))
-    sys.stdout.write(args.prompt)
-    idx = torch.tensor([prompt])
-    tokens = 200 if args.tokens is None else args.tokens
-    for next_id in stream(
-        model, idx, tokens, kv_cache=not args.no_kv_cache, **sampling
-    ):
-        sys.stdout.write(chars[next_id.item()])  # each token as soon as it exists
-        sys.stdout.flush()
-    sys.stdout.write("\n")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

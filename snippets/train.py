@@ -1,38 +1,35 @@
 """Training the guide's GPT on a CPU: AdamW, a schedule, clipping, accumulation,
 checkpoints that resume exactly, and the same loop on several processes.
 
-    python -m snippets.train --corpus markov --steps 800 --out runs/markov
-    python -m snippets.train --corpus markov --steps 800 --out runs/markov --resume
-    torchrun --nproc_per_node=2 -m snippets.train --steps 800 --out runs/ddp
-    python -m snippets.train --bench-throughput     # the optimization page's table
-
-Needs torch, tqdm and matplotlib (for the plots), and snippets/model.py, data.py,
-corpus.py and tokenizer.py. Shape letters: B batch, T sequence length.
+Needs torch, and snippets/model.py, data.py, corpus.py and tokenizer.py. The
+command line (a progress bar, the loss plot, the throughput benchmark) is
+lab/train.py: `python -m lab.train --help`. Shape letters: B batch, T sequence
+length.
 """
 
 # --8<-- [start:imports]
-import argparse
 import contextlib
 import dataclasses
 import json
 import math
 import os
-import platform
-import statistics
-import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
 import torch.nn as nn
 from torch.nn.parallel import DistributedDataParallel as DDP
-from tqdm import tqdm
 
-from snippets.corpus import MarkovLanguage, guide_text
-from snippets.data import get_batch
 from snippets.model import GPT, GPTConfig
-from snippets.tokenizer import CharTokenizer
+from snippets.train_data import (
+    Corpus,
+    load_corpus,
+    markov_loss,
+    micro_batches,
+    val_windows,
+)
 
 # --8<-- [end:imports]
 
@@ -42,20 +39,13 @@ __all__ = [
     "make_optimizer",
     "lr_at",
     "train_step",
-    "micro_batches",
     "evaluate",
     "save_checkpoint",
-    "load_corpus",
-    "markov_loss",
     "train",
-    "main",
 ]
 
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS_DIR = ROOT / "docs" / "assets" / "results" / "training"  # committed results
-CHECKPOINT = "ckpt.pt"  # the files a run writes into its --out folder
+CHECKPOINT = "ckpt.pt"  # the files a run writes into its out folder
 HISTORY = "history.json"
-LOSS_PLOT = "loss.svg"
 
 
 # --8<-- [start:config]
@@ -251,36 +241,6 @@ def train_step(
 # --8<-- [end:train_step]
 
 
-# --8<-- [start:batches]
-def micro_batches(
-    data: torch.Tensor,
-    config: TrainConfig,
-    generator: torch.Generator,
-    rank: int = 0,
-    world_size: int = 1,
-) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """This process's share of each of the grad_accum micro-batches of one step.
-
-    Every process draws the same batch_size windows from the same generator, cuts
-    them into grad_accum micro-batches and keeps its slice of each: the optimizer
-    sees the same batch whatever world_size and grad_accum are.
-    """
-    per_micro = config.batch_size // config.grad_accum
-    if per_micro % world_size != 0:
-        raise ValueError(
-            f"batch_size // grad_accum ({per_micro}) must be divisible by the "
-            f"number of processes ({world_size})"
-        )
-    share = per_micro // world_size
-    mine = slice(rank * share, (rank + 1) * share)
-    x, y = get_batch(data, config.batch_size, config.context_length, generator)
-    pieces = zip(x.split(per_micro), y.split(per_micro), strict=True)
-    return [(xs[mine], ys[mine]) for xs, ys in pieces]  # (share, T) each
-
-
-# --8<-- [end:batches]
-
-
 # --8<-- [start:evaluate]
 @torch.no_grad()
 def evaluate(
@@ -327,111 +287,6 @@ def save_checkpoint(state: dict, path: Path) -> None:
 # --8<-- [end:checkpoint]
 
 
-# --8<-- [start:corpus]
-# The Markov language of the objectives page: its entropy rate is the best loss.
-MARKOV = MarkovLanguage.random(" adeiklnost", concentration=0.3, seed=0)
-
-
-@dataclasses.dataclass
-class Corpus:
-    tokenizer: CharTokenizer
-    train: torch.Tensor  # (N,) token ids to draw training windows from
-    val: torch.Tensor  # (M,) held-out ids, cut into fixed windows
-    best_loss: float | None  # the lowest loss any model can reach, if known
-
-
-def load_corpus(name: str, n_chars: int = 200_000) -> Corpus:
-    """Character-level token ids of a corpus: "markov" or "guide"."""
-    if name == "markov":
-        tokenizer = CharTokenizer(MARKOV.alphabet)
-        train_text = MARKOV.sample(n_chars, seed=1)
-        val_text = MARKOV.sample(max(n_chars // 10, 20_000), seed=2)  # other seed
-        best = MARKOV.entropy_rate()
-    elif name == "guide":
-        text = guide_text()
-        tokenizer = CharTokenizer.from_text(text)
-        split = int(0.9 * len(text))  # the last tenth is never trained on
-        train_text, val_text, best = text[:split], text[split:], None
-    else:
-        raise ValueError(f"corpus ({name!r}) must be 'markov' or 'guide'")
-
-    def ids(text: str) -> torch.Tensor:
-        return torch.tensor(tokenizer.encode(text), dtype=torch.long)
-
-    return Corpus(tokenizer, ids(train_text), ids(val_text), best)
-
-
-def markov_loss(x: torch.Tensor, y: torch.Tensor) -> float:
-    """The loss of the Markov chain itself on windows x, y (N, T) of its text."""
-    P = torch.tensor(MARKOV.transitions)  # (V, V): P[i, j] = p(next j | now i)
-    return -P[x, y].log().mean().item()  # -ln p(y_t | x_t), averaged
-
-
-def val_windows(val: torch.Tensor, T: int, n: int) -> tuple[torch.Tensor, ...]:
-    """The first n non-overlapping windows of val: x, y (n, T), no randomness."""
-    n = min(n, (len(val) - 1) // T)
-    x = val[: n * T].view(n, T)  # (n * T,) -> (n, T)
-    y = val[1 : n * T + 1].view(n, T)  # the same windows shifted by one
-    return x, y
-
-
-# --8<-- [end:corpus]
-
-
-def _process_seconds() -> float | None:
-    """Seconds since this process started, interpreter start-up included (Linux)."""
-    try:
-        ticks = int(
-            Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19]
-        )
-        uptime = float(Path("/proc/uptime").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return None
-    return round(uptime - ticks / os.sysconf("SC_CLK_TCK"), 2)
-
-
-def machine_info() -> dict:
-    """Where a measurement was made: enough to tell two machines apart."""
-    cpu_model = "unknown"
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu_model = line.split(":", 1)[1].strip()
-                break
-    return {
-        "platform": platform.platform(),
-        "cpu_model": cpu_model,
-        "cpu_count": os.cpu_count(),
-        "python": platform.python_version(),
-        "torch": str(torch.__version__),
-        "torch_threads": torch.get_num_threads(),
-        # 1-minute load average per core: near 0 idle, 1 with every core busy.
-        "load_per_core": round(os.getloadavg()[0] / (os.cpu_count() or 1), 2),
-        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-    }
-
-
-def time_interleaved(jobs: dict, rounds: int) -> dict[str, dict[str, list]]:
-    """Wall and CPU seconds of each job per round, taking turns: A B C, B C A, ...
-
-    Taking turns spreads slow drifts of the machine (clock speed, other
-    processes) over all jobs. Round 0 is a warm-up and is not kept. The CPU
-    seconds of this process do not count the time it waited while another
-    process had the core: with one thread, the steadier measure.
-    """
-    names = list(jobs)
-    samples = {name: {"wall": [], "cpu": []} for name in names}
-    for round_ in range(rounds + 1):
-        shift = round_ % len(names)
-        for name in names[shift:] + names[:shift]:
-            wall, cpu = time.perf_counter(), time.process_time()
-            jobs[name]()
-            if round_ > 0:
-                samples[name]["wall"].append(time.perf_counter() - wall)
-                samples[name]["cpu"].append(time.process_time() - cpu)
-    return samples
-
-
 def _distributed() -> tuple[int, int]:
     """(rank, world_size): (0, 1) unless torchrun started this process."""
     if dist.is_available() and dist.is_initialized():
@@ -446,11 +301,11 @@ def train(
     *,
     resume: bool = False,
     stop_after: int | None = None,
-    progress: bool = True,
-    quiet: bool = False,
-    plot: bool = True,
+    header: dict | None = None,
+    on_step: Callable[[int, float, float], None] | None = None,
+    on_record: Callable[[dict], None] | None = None,
 ) -> dict:
-    """Train as config says, writing out/ckpt.pt, history.json and loss.svg.
+    """Train as config says, writing out/ckpt.pt and out/history.json.
 
     Under torchrun, every process runs this function: the model is wrapped in
     DistributedDataParallel, each process computes the gradient of its share of
@@ -459,9 +314,10 @@ def train(
     Args:
         resume: continue from out/ckpt.pt if it exists.
         stop_after: stop (with a checkpoint) after this step, as if interrupted.
-        progress: show a progress bar (process 0 only).
-        quiet: no progress bar, and no line per validation either.
-        plot: draw loss.svg at the end.
+        header: fields the history starts with (the command, the machine).
+        on_step: called by process 0 after every step with (step, loss,
+            tokens per second so far): a progress bar, for example.
+        on_record: called by process 0 with every validation record.
 
     Returns:
         The history: config, machine, and one record per validation.
@@ -480,7 +336,8 @@ def train(
     batches = torch.Generator().manual_seed(config.seed)  # same in every process
     # Dropout draws from torch's global generator: a different stream per process.
     torch.manual_seed(config.seed + 1 + rank)
-    step, seconds, history = 0, 0.0, _new_history(config, corpus, world_size)
+    step, seconds = 0, 0.0
+    history = _new_history(config, corpus, world_size, header)
     if config.corpus == "markov":  # the best loss on these very windows
         history["val_floor"] = round(markov_loss(val_x, val_y), 5)
     losses = []  # training losses of the steps since the last record
@@ -526,13 +383,6 @@ def train(
             dist.barrier()  # nobody reads the checkpoint before it is complete
 
     last = config.steps if stop_after is None else min(stop_after, config.steps)
-    bar = tqdm(
-        total=config.steps,
-        initial=step,
-        disable=not progress or quiet or rank != 0,
-        unit="step",
-        dynamic_ncols=True,
-    )
     tokens_per_step = config.batch_size * config.context_length  # all processes
     first, first_seconds = step, seconds
     started = time.perf_counter() - seconds  # the clock goes on where it stopped
@@ -553,9 +403,8 @@ def train(
         step += 1
         seconds = time.perf_counter() - started  # this run and the ones resumed
         tokens_per_s = (step - first) * tokens_per_step / (seconds - first_seconds)
-        postfix = {"loss": f"{loss:.3f}", "tokens_per_s": f"{tokens_per_s:,.0f}"}
-        bar.set_postfix(postfix, refresh=False)  # drawn by update, a few times a s
-        bar.update()
+        if rank == 0 and on_step is not None:
+            on_step(step, loss, tokens_per_s)
         if step % config.eval_interval == 0 or step == config.steps:
             val = evaluate(model, val_x, val_y, config.batch_size, rank, world_size)
             train_loss = torch.tensor(sum(losses) / len(losses))  # this process's
@@ -573,16 +422,10 @@ def train(
             }
             losses = []
             history["records"].append(record)
-            if rank == 0 and not quiet:
-                bar.write(_describe(record, corpus.best_loss))
+            if rank == 0 and on_record is not None:
+                on_record(record)
         if step % config.eval_interval == 0 or step == last:
             checkpoint()
-    bar.close()
-    history["process_seconds"] = _process_seconds()
-    if rank == 0:  # again, with the time the whole command took; and the plot
-        (out / HISTORY).write_text(json.dumps(history, indent=1) + "\n")
-        if plot:
-            plot_loss(history, out / LOSS_PLOT)
     return history
 
 
@@ -591,14 +434,14 @@ def train(
 # ------------------------------------------------------------------ bookkeeping
 
 
-def _new_history(config: TrainConfig, corpus: Corpus, world_size: int) -> dict:
+def _new_history(
+    config: TrainConfig, corpus: Corpus, world_size: int, header: dict | None
+) -> dict:
     return {
-        "schema": "attention-guide/training-run/1",
-        "command": "python -m snippets.train " + " ".join(sys.argv[1:]),
+        **(header or {}),
         "config": dataclasses.asdict(config),
         "world_size": world_size,
         "best_loss": corpus.best_loss,
-        "machine": machine_info(),
         "resumed_at": [],
         "records": [],
     }
@@ -619,367 +462,4 @@ def _check_same_config(saved: dict, config: TrainConfig) -> None:
             )
 
 
-def _describe(record: dict, best: float | None) -> str:
-    gap = "" if best is None else f" ({record['val_loss'] - best:+.3f} from best)"
-    return (
-        f"step {record['step']:>5}  {record['seconds']:6.1f} s  "
-        f"train {record['train_loss']:.4f}  val {record['val_loss']:.4f}{gap}"
-    )
-
-
-def _pyplot():
-    """matplotlib, drawing to files only, with SVGs that are the same every time."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    plt.rcParams["svg.hashsalt"] = "attention-guide"  # fixed ids in the SVG
-    plt.rcParams["svg.fonttype"] = "none"  # text stays text: smaller, searchable
-    return plt
-
-
-def plot_loss(history: dict, path: Path) -> None:
-    """Loss against seconds of training, as SVG: the whole run, and a close-up."""
-    plt = _pyplot()
-    records = history["records"]
-    best = history["best_loss"]
-    trained = [r for r in records if "train_loss" in r]  # not the step-0 record
-    fig, axes = plt.subplots(
-        1, 2 if best is not None else 1, figsize=(8, 3.4), squeeze=False
-    )
-    for ax in axes[0]:
-        ax.plot(
-            [r["seconds"] for r in trained],
-            [r["train_loss"] for r in trained],
-            label="train (mean since last point)",
-        )
-        ax.plot(
-            [r["seconds"] for r in records],
-            [r["val_loss"] for r in records],
-            label="validation",
-            marker=".",
-        )
-        if best is not None:
-            ax.axhline(best, color="grey", linestyle="--", label="entropy rate H")
-            ax.axhspan(
-                best,
-                best + 0.1,
-                color="grey",
-                alpha=0.15,
-                label="within 0.1 nats of H",
-            )
-        ax.set_xlabel("seconds of training")
-        ax.grid(alpha=0.3)
-    axes[0][0].set_ylabel("loss, nats per token")
-    axes[0][0].legend(fontsize="small")
-    if best is not None:
-        close = axes[0][1]
-        close.set_ylim(best - 0.03, best + 0.12)
-        close.set_title("close-up", fontsize="small")
-    fig.tight_layout()
-    fig.savefig(path, metadata={"Date": None})  # no date: same run, same file
-    plt.close(fig)
-
-
-def plot_schedule(config: TrainConfig, path: Path) -> None:
-    """The learning rate of every step of a run with this config, as SVG."""
-    plt = _pyplot()
-    steps = range(config.steps + config.steps // 5)  # and a little past the end
-    args = (config.lr, config.min_lr, config.warmup_steps, config.steps)
-    fig, ax = plt.subplots(figsize=(6.4, 3.2))
-    ax.plot(list(steps), [lr_at(s, *args) for s in steps])
-    ax.axvline(
-        config.warmup_steps, color="grey", linestyle=":", label="end of warmup"
-    )
-    ax.axvline(config.steps, color="grey", linestyle="--", label="last step")
-    ax.set_xlabel("optimizer step")
-    ax.set_ylabel("learning rate")
-    ax.grid(alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, metadata={"Date": None})
-    plt.close(fig)
-
-
 # ------------------------------------------------------------------ throughput
-
-
-# --8<-- [start:ladder]
-# The optimization page's table: a small model (vocab 65, like tiny Shakespeare's
-# characters), batch 12 of 64 tokens. Each rung keeps the ones above and changes
-# one thing; "readable" is the guide's per-head attention with textbook AdamW.
-BENCH_MODEL = {
-    "vocab_size": 65,
-    "context_length": 64,
-    "n_embed": 128,
-    "n_head": 4,
-    "n_layer": 4,
-}
-BENCH_BATCH = 12
-LADDER = {
-    "readable": {
-        "attention": "per-head",
-        "tie_weights": False,
-        "adamw": "for-loop",
-    },
-    "+ fused attention": {"attention": "fused"},
-    "+ weight tying": {"tie_weights": True},
-    "+ foreach AdamW": {"adamw": "foreach"},
-    "+ fused AdamW": {"adamw": "fused"},
-    "+ torch.compile": {"compile": True},  # only with --compile
-}
-
-
-def ladder(with_compile: bool = False) -> dict[str, dict]:
-    """Rung name -> its full settings, each rung's changes applied on the last."""
-    settings, out = {"compile": False}, {}
-    for name, change in LADDER.items():
-        settings = {**settings, **change}
-        if with_compile or not settings["compile"]:
-            out[name] = settings
-    return out
-
-
-def make_bench_step(settings: dict, seed: int = 0):
-    """A function of no arguments doing one training step of the bench model."""
-    torch.manual_seed(seed)
-    config = GPTConfig(
-        **BENCH_MODEL,
-        attention=settings["attention"],
-        tie_weights=settings["tie_weights"],
-    )
-    model = GPT(config)
-    optimizer = make_optimizer(model, 1e-3, 0.1, adamw=settings["adamw"])
-    stepper = torch.compile(model) if settings["compile"] else model
-    generator = torch.Generator().manual_seed(seed)
-    data = torch.randint(config.vocab_size, (100_000,), generator=generator)
-
-    def step() -> float:
-        batch = get_batch(data, BENCH_BATCH, config.context_length, generator)
-        return train_step(stepper, optimizer, [batch], grad_clip=1.0)[0]
-
-    return step
-
-
-# --8<-- [end:ladder]
-
-
-def bench_throughput(rounds: int, steps: int, with_compile: bool) -> dict:
-    """Tokens per second of every rung, the rungs taking turns round by round."""
-    rungs = ladder(with_compile)
-    jobs, setup = {}, {}
-    for name, settings in rungs.items():
-        started = time.perf_counter()
-        step = make_bench_step(settings)
-        step()  # the first step: allocations, and compilation with torch.compile
-        setup[name] = round(time.perf_counter() - started, 2)
-
-        def job(step=step):
-            for _ in range(steps):
-                step()
-
-        jobs[name] = job
-        print(f"{name}: ready in {setup[name]} s", file=sys.stderr, flush=True)
-    load_before = os.getloadavg()[0]
-    samples = time_interleaved(jobs, rounds)
-    tokens = steps * BENCH_BATCH * BENCH_MODEL["context_length"]
-    results = []
-    for name, seconds in samples.items():
-        wall = [tokens / s for s in seconds["wall"]]
-        cpu = [tokens / s for s in seconds["cpu"]]
-        results.append(
-            {
-                "rung": name,
-                "settings": rungs[name],
-                "tokens_per_s": round(statistics.median(wall)),
-                "tokens_per_cpu_s": round(statistics.median(cpu)),
-                "samples_tokens_per_s": [round(t) for t in wall],
-                "samples_tokens_per_cpu_s": [round(t) for t in cpu],
-                "first_step_s": setup[name],
-            }
-        )
-    return {
-        "schema": "attention-guide/training-throughput/1",
-        "command": "python -m snippets.train " + " ".join(sys.argv[1:]),
-        "model": BENCH_MODEL,
-        "batch_size": BENCH_BATCH,
-        "rounds": rounds,
-        "steps_per_sample": steps,
-        "machine": {
-            **machine_info(),
-            "load_1min_before": round(load_before, 2),
-            "load_1min_after": round(os.getloadavg()[0], 2),
-        },
-        "results": results,
-    }
-
-
-def throughput_table(data: dict) -> str:
-    """The page's table: tokens/s of each rung, against the last and the first.
-
-    Ratios are of tokens per CPU-second, which waiting for a busy core does not
-    dilute. spread: the middle half of those samples (between the quartiles),
-    as a share of the median; a ratio within it tells nothing.
-    """
-    rows = data["results"]
-    first = rows[0]["tokens_per_cpu_s"]
-    lines = [
-        f"{'':<18}{'tokens/s':>9}{'per CPU s':>11}{'spread':>8}"
-        f"{'vs above':>10}{'vs readable':>13}"
-    ]
-    for before, row in zip([None, *rows], rows, strict=False):
-        cpu = row["tokens_per_cpu_s"]
-        q1, _, q3 = statistics.quantiles(row["samples_tokens_per_cpu_s"], n=4)
-        spread = f"±{(q3 - q1) / 2 / cpu:.0%}"
-        above = "" if before is None else f"x{cpu / before['tokens_per_cpu_s']:.2f}"
-        lines.append(
-            f"{row['rung']:<18}{row['tokens_per_s']:>9,}{cpu:>11,}{spread:>8}"
-            f"{above:>10}{f'x{cpu / first:.2f}':>13}"
-        )
-    return "\n".join(lines)
-
-
-# ------------------------------------------------------------------ command line
-
-
-HELP = {
-    "corpus": "markov: a language of known best loss; guide: the guide's text",
-    "corpus_chars": "markov only: characters of text to train on",
-    "steps": "optimizer steps; the schedule ends at the last one",
-    "batch_size": "windows per optimizer step, over all processes and micro-steps",
-    "grad_accum": "micro-steps per optimizer step (gradient accumulation)",
-    "lr": "peak learning rate, reached at the end of warmup",
-    "min_lr": "the floor the cosine decays to, and stays at",
-    "beta2": "AdamW's second-moment decay",
-    "grad_clip": "largest gradient norm (0: no clipping)",
-    "adamw": "AdamW implementation: fused, foreach or for-loop",
-    "eval_interval": "validate and write a checkpoint every this many steps",
-    "val_windows": "number of fixed validation windows",
-    "compile": "torch.compile the model (slow first step)",
-}
-
-
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m snippets.train",
-        description="Train the guide's GPT on a CPU; also under torchrun (DDP).",
-    )
-    p.add_argument(
-        "--out", type=Path, help="folder for ckpt.pt, history.json and loss.svg"
-    )
-    p.add_argument(
-        "--resume",
-        action="store_true",
-        help="continue from OUT/ckpt.pt if it exists",
-    )
-    p.add_argument(
-        "--stop-after",
-        type=int,
-        metavar="STEP",
-        help="stop after this step, as if interrupted (for --resume)",
-    )
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.add_argument(
-        "--threads",
-        type=int,
-        help="torch threads per process (default: torch's choice)",
-    )
-    run = p.add_argument_group("run settings (snippets.train.TrainConfig)")
-    for field in dataclasses.fields(TrainConfig):
-        flag = "--" + field.name.replace("_", "-")
-        default = field.default
-        text = HELP.get(field.name, "") + f" (default: {default})"
-        if isinstance(default, bool):
-            run.add_argument(
-                flag,
-                action=argparse.BooleanOptionalAction,
-                default=default,
-                help=text,
-            )
-        else:
-            run.add_argument(
-                flag,
-                type=type(default),
-                default=default,
-                help=text,
-                metavar=field.name.upper(),
-            )
-    bench = p.add_argument_group("measurements instead of a run")
-    bench.add_argument(
-        "--bench-throughput",
-        action="store_true",
-        help="tokens/s of the readable and the fast paths, taking "
-        "turns; writes OUT or the committed throughput.json",
-    )
-    bench.add_argument(
-        "--rounds",
-        type=int,
-        default=7,
-        help="--bench-throughput: rounds timed (default: 7)",
-    )
-    bench.add_argument(
-        "--bench-steps",
-        type=int,
-        default=10,
-        help="--bench-throughput: steps per sample (default: 10)",
-    )
-    bench.add_argument(
-        "--plot-schedule",
-        type=Path,
-        metavar="SVG",
-        help="draw the learning-rate schedule of the settings",
-    )
-    return p
-
-
-def main(argv: list[str] | None = None) -> int:
-    p = parser()
-    args = p.parse_args(argv)
-    fields = {f.name for f in dataclasses.fields(TrainConfig)}
-    try:
-        config = TrainConfig(**{k: v for k, v in vars(args).items() if k in fields})
-    except ValueError as err:
-        p.error(str(err))
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    if args.plot_schedule:
-        plot_schedule(config, args.plot_schedule)
-        return 0
-    if args.bench_throughput:
-        data = bench_throughput(args.rounds, args.bench_steps, config.compile)
-        print(throughput_table(data))
-        path = args.out or RESULTS_DIR / "throughput.json"
-        path.write_text(json.dumps(data, indent=1) + "\n")
-        print(f"wrote {path}")
-        return 0
-    if args.out is None:
-        p.error("--out is required to train, e.g. --out runs/markov")
-    # torchrun starts every process with WORLD_SIZE, RANK and the address of
-    # process 0 in its environment; init_process_group reads them from there.
-    distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
-    if distributed:
-        dist.init_process_group("gloo")  # gloo: the CPU backend (GPUs: nccl)
-    rank = _distributed()[0]
-    try:
-        history = train(
-            config,
-            args.out,
-            resume=args.resume,
-            stop_after=args.stop_after,
-            progress=not args.no_progress,
-        )
-    finally:
-        if distributed:
-            dist.destroy_process_group()
-    if rank == 0 and history["records"]:
-        last = history["records"][-1]
-        print(
-            f"wrote {args.out / CHECKPOINT} at step {last['step']}, "
-            f"{history['process_seconds']} s since the command started"
-        )
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

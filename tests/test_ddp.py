@@ -1,6 +1,6 @@
 """The training loop under torchrun: 2 processes (DDP, gloo) against 1 on the same batches.
 
-The page tells readers to run `torchrun --standalone --nproc_per_node=2 -m snippets.train`;
+The page tells readers to run `torchrun --standalone --nproc_per_node=2 -m lab.train`;
 this test runs that command. --standalone starts the rendezvous on localhost on a free port.
 Each process imports torch, so the test takes several seconds on 2 cores.
 """
@@ -52,9 +52,9 @@ def two_processes(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("ddp")
     command = [
         str(TORCHRUN), "--standalone", "--nproc_per_node=2",
-        "-m", "snippets.train", *as_args(CONFIG), "--out", str(out), "--no-progress",
+        "-m", "lab.train", *as_args(CONFIG), "--out", str(out), "--no-progress",
     ]  # fmt: skip
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
     proc = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     # Process 0 alone prints and writes: one summary line, not two.
@@ -63,7 +63,7 @@ def two_processes(tmp_path_factory) -> Path:
 
 
 def test_two_processes_match_one_process_on_the_same_global_batch(two_processes, tmp_path):
-    single = train(CONFIG, tmp_path, quiet=True, plot=False)
+    single = train(CONFIG, tmp_path)
     ddp = json.loads((two_processes / HISTORY).read_text())
     assert ddp["world_size"] == 2 and single["world_size"] == 1
     a = torch.load(two_processes / CHECKPOINT, weights_only=True)
@@ -82,7 +82,7 @@ def test_two_processes_match_one_process_on_the_same_global_batch(two_processes,
 def test_one_process_alone_would_not_match(two_processes, tmp_path):
     # The comparison above can fail: half the batch (one process's share) trains elsewhere.
     half = dataclasses.replace(CONFIG, batch_size=4, grad_accum=1)
-    train(half, tmp_path, quiet=True, plot=False)
+    train(half, tmp_path)
     a = torch.load(two_processes / CHECKPOINT, weights_only=True)["model"]
     b = torch.load(tmp_path / CHECKPOINT, weights_only=True)["model"]
     assert not torch.allclose(a["tok_emb.weight"], b["tok_emb.weight"], atol=1e-4)

@@ -4,7 +4,6 @@ No timing is asserted; the committed benchmark result is checked for what the pa
 """
 
 import dataclasses
-import json
 import math
 
 import pytest
@@ -12,18 +11,15 @@ import torch
 from torch.testing import assert_close
 
 from snippets.generate import (
-    RESULTS_DIR,
     KVCache,
     check_sampling,
     forward_with_cache,
     generate,
-    main,
     next_token_probs,
     pick_next,
     stream,
 )
 from snippets.model import GPT, GPTConfig
-from snippets.train import TrainConfig, train
 
 CONFIG = GPTConfig(vocab_size=20, context_length=24, n_embed=32, n_head=4, n_layer=2)
 
@@ -252,38 +248,3 @@ def test_cache_needs_the_fused_layer_and_has_a_capacity():
     forward_with_cache(fused, ids(1, 20), cache)
     with pytest.raises(ValueError, match=r"20 cached \+ 5 new positions exceed context_length=24"):
         forward_with_cache(fused, ids(1, 5), cache)
-
-
-# --- the command ------------------------------------------------------------------------------
-
-
-def test_command_writes_text_from_a_checkpoint(tmp_path, capsys):
-    config = TrainConfig(
-        corpus_chars=20_000, steps=4, batch_size=8, context_length=16, n_layer=1, n_embed=32,
-        warmup_steps=1, eval_interval=4, val_windows=8,
-    )  # fmt: skip
-    train(config, tmp_path, quiet=True, plot=False)
-    capsys.readouterr()
-    checkpoint = str(tmp_path / "ckpt.pt")
-    assert main([checkpoint, "--prompt", "dan", "--tokens", "30", "--top-k", "5"]) == 0
-    text = capsys.readouterr().out.rstrip("\n")
-    assert text.startswith("dan") and len(text) == 33
-    assert set(text) <= set(" adeiklnost")
-    assert main([checkpoint, "--prompt", "a", "--tokens", "5", "--greedy"]) == 0
-    with pytest.raises(SystemExit):
-        main([checkpoint, "--temperature", "0"])
-    assert "temperature (0.0) must be > 0" in capsys.readouterr().err
-
-
-def test_kv_cache_bench_runs_at_a_small_size(tmp_path, capsys):
-    assert main(["--bench-kv-cache", "--tokens", "6", "--rounds", "1", "--out", str(tmp_path)]) == 0
-    data = json.loads((tmp_path / "kv-cache.json").read_text())
-    assert data["same_tokens"] and data["new_tokens"] == 6
-    assert len(data["kv_cache"]["median_ms_by_position"]) == 6
-    assert (tmp_path / "kv-cache.svg").read_text().lstrip().startswith("<?xml")
-
-
-def test_committed_kv_cache_result_is_the_pages():
-    data = json.loads((RESULTS_DIR / "kv-cache.json").read_text())
-    assert data["new_tokens"] == 256 and data["same_tokens"]
-    assert data["model"]["context_length"] >= data["prompt_tokens"] + data["new_tokens"]

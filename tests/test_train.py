@@ -5,9 +5,6 @@ committed results are checked for what the page says about them, not re-measured
 """
 
 import dataclasses
-import json
-import math
-import xml.etree.ElementTree as ET
 
 import pytest
 import torch
@@ -17,22 +14,15 @@ from snippets import train as train_module
 from snippets.model import GPT, GPTConfig
 from snippets.train import (
     CHECKPOINT,
-    HISTORY,
-    LOSS_PLOT,
-    RESULTS_DIR,
     TrainConfig,
-    ladder,
-    load_corpus,
     lr_at,
-    main,
-    make_bench_step,
     make_optimizer,
-    micro_batches,
     param_groups,
     save_checkpoint,
     train,
     train_step,
 )
+from snippets.train_data import load_corpus, micro_batches
 
 SMALL_MODEL = GPTConfig(vocab_size=11, context_length=16, n_embed=32, n_head=4, n_layer=2)
 # A run of a few seconds' worth: the sizes every training test uses.
@@ -158,11 +148,6 @@ def test_schedule_errors(args, message):
         lr_at(*args)
 
 
-def test_committed_schedule_plot_is_an_svg():
-    root = ET.parse(RESULTS_DIR / "schedule.svg").getroot()
-    assert root.tag == "{http://www.w3.org/2000/svg}svg"
-
-
 # --- clipping and accumulation ----------------------------------------------------------------
 
 
@@ -239,8 +224,8 @@ def test_gradient_clipping_bounds_the_norm_and_reports_it_before():
 
 
 def test_whole_runs_with_and_without_accumulation_agree(tmp_path):
-    one = train(TINY, tmp_path / "one", quiet=True, plot=False)
-    four = train(dataclasses.replace(TINY, grad_accum=4), tmp_path / "four", quiet=True, plot=False)
+    one = train(TINY, tmp_path / "one")
+    four = train(dataclasses.replace(TINY, grad_accum=4), tmp_path / "four")
     a = torch.load(tmp_path / "one" / CHECKPOINT, weights_only=True)["model"]
     b = torch.load(tmp_path / "four" / CHECKPOINT, weights_only=True)["model"]
     for name in a:
@@ -283,14 +268,14 @@ def final_state(out):
 def straight(tmp_path_factory):
     """The run that never stopped: its folder and its history."""
     out = tmp_path_factory.mktemp("straight")
-    return out, train(RESUMABLE, out, quiet=True, plot=False)
+    return out, train(RESUMABLE, out)
 
 
 @pytest.fixture(scope="module")
 def stopped(tmp_path_factory):
     """The same run stopped after step 6: a folder to copy and resume."""
     out = tmp_path_factory.mktemp("stopped")
-    train(RESUMABLE, out, stop_after=6, quiet=True, plot=False)
+    train(RESUMABLE, out, stop_after=6)
     return out
 
 
@@ -300,7 +285,7 @@ def resume_copy(stopped, tmp_path, change=None):
     if change is not None:
         change(state)
     save_checkpoint(state, tmp_path / CHECKPOINT)
-    return train(RESUMABLE, tmp_path, resume=True, quiet=True, plot=False)
+    return train(RESUMABLE, tmp_path, resume=True)
 
 
 def test_resumed_run_ends_bitwise_equal_to_an_uninterrupted_one(straight, stopped, tmp_path):
@@ -339,97 +324,6 @@ def test_resume_without_a_random_state_would_differ(straight, stopped, tmp_path,
 
 
 def test_resume_refuses_a_different_config(tmp_path):
-    train(TINY, tmp_path, stop_after=4, quiet=True, plot=False)
+    train(TINY, tmp_path, stop_after=4)
     with pytest.raises(ValueError, match=r"made with lr=0.003, this run has lr=0.001"):
-        train(dataclasses.replace(TINY, lr=1e-3), tmp_path, resume=True, quiet=True, plot=False)
-
-
-# --- the command ------------------------------------------------------------------------------
-
-TINY_ARGS = [
-    "--corpus-chars", "20000", "--steps", "8", "--batch-size", "8", "--context-length", "16",
-    "--n-layer", "1", "--n-embed", "32", "--warmup-steps", "2", "--eval-interval", "4",
-    "--val-windows", "16",
-]  # fmt: skip
-
-
-def test_help_lists_the_options(capsys):
-    with pytest.raises(SystemExit) as exit_:
-        main(["--help"])
-    assert exit_.value.code == 0
-    text = capsys.readouterr().out
-    for option in ("--out", "--resume", "--steps", "--grad-accum", "--bench-throughput"):
-        assert option in text
-
-
-def test_command_trains_with_a_progress_bar_and_writes_its_files(tmp_path, capsys):
-    assert main([*TINY_ARGS, "--out", str(tmp_path)]) == 0
-    printed = capsys.readouterr()
-    assert "tokens_per_s=" in printed.err and "8/8" in printed.err  # tqdm, on stderr
-    assert "step     8" in printed.out and "from best" in printed.out
-    history = json.loads((tmp_path / HISTORY).read_text())
-    assert [r["step"] for r in history["records"]] == [0, 4, 8]  # 0: before training
-    assert history["best_loss"] == pytest.approx(1.5026, abs=1e-4)
-    assert history["config"]["steps"] == 8 and history["world_size"] == 1
-    assert ET.parse(tmp_path / LOSS_PLOT).getroot().tag.endswith("svg")
-    assert sorted(p.name for p in tmp_path.iterdir()) == [CHECKPOINT, HISTORY, LOSS_PLOT]
-    # Resumed when already finished: nothing left to do, nothing changes.
-    before = final_state(tmp_path)["model"]
-    assert main([*TINY_ARGS, "--out", str(tmp_path), "--resume", "--no-progress"]) == 0
-    after = final_state(tmp_path)["model"]
-    assert all(torch.equal(before[n], after[n]) for n in before)
-
-
-@pytest.mark.parametrize(
-    "args, message",
-    [
-        (["--batch-size", "10", "--grad-accum", "4"], "batch_size (10) must be divisible"),
-        (["--corpus", "shakespeare"], "corpus ('shakespeare') must be"),
-        (["--warmup-steps", "20"], "warmup_steps (20) must be between 0 and steps (8)"),
-        (["--min-lr", "0.1"], "min_lr (0.1) must be between 0 and lr (0.003)"),
-        (["--adamw", "fast"], "adamw ('fast') must be 'fused', 'foreach' or 'for-loop'"),
-        ([], "--out is required"),
-    ],
-)
-def test_command_errors(args, message, capsys):
-    with pytest.raises(SystemExit) as exit_:
-        main([*TINY_ARGS, *args])
-    assert exit_.value.code == 2
-    assert message in capsys.readouterr().err
-
-
-# --- throughput ladder ------------------------------------------------------------------------
-
-
-def test_each_rung_of_the_ladder_changes_one_setting():
-    rungs = list(ladder(with_compile=True).values())
-    assert rungs[0] == {
-        "compile": False, "attention": "per-head", "tie_weights": False, "adamw": "for-loop"
-    }  # fmt: skip
-    for before, after in zip(rungs, rungs[1:], strict=False):
-        assert sum(before[k] != after[k] for k in before) == 1
-    assert not any(r["compile"] for r in ladder().values())
-
-
-def test_every_rung_trains():
-    for settings in ladder().values():
-        step = make_bench_step(settings)
-        first = step()
-        assert math.isfinite(first) and abs(first - math.log(65)) < 0.1
-
-
-# --- the committed results the page shows -----------------------------------------------------
-
-
-def test_committed_one_minute_run_meets_the_pages_claim():
-    history = json.loads((RESULTS_DIR / "markov.json").read_text())
-    assert history["process_seconds"] <= 60
-    final = history["records"][-1]
-    assert final["val_loss"] - history["best_loss"] < 0.1
-    assert history["command"].startswith("python -m snippets.train --corpus markov")
-
-
-def test_committed_throughput_has_every_rung():
-    data = json.loads((RESULTS_DIR / "throughput.json").read_text())
-    assert [r["rung"] for r in data["results"]][:5] == list(ladder())
-    assert data["model"] == train_module.BENCH_MODEL and data["batch_size"] == 12
+        train(dataclasses.replace(TINY, lr=1e-3), tmp_path, resume=True)

@@ -1,0 +1,307 @@
+"""Training from the command line: a run, its progress bar and loss plot, the
+schedule plot, and the throughput benchmark of the optimization page.
+
+    python -m lab.train --corpus markov --steps 800 --out runs/markov
+    python -m lab.train --corpus markov --steps 800 --out runs/markov --resume
+    torchrun --nproc_per_node=2 -m lab.train --steps 800 --out runs/ddp
+    python -m lab.train --bench-throughput     # the optimization page's table
+    python -m lab.train --plot-schedule schedule.svg
+
+The training itself is snippets/train.py; this module adds what a person at a
+terminal wants around it.
+"""
+
+import argparse
+import ast
+import dataclasses
+import inspect
+import json
+import os
+import statistics
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+from tqdm import tqdm
+
+from lab.common import (
+    TRAINING_RESULTS,
+    command_line,
+    progress,
+    result_header,
+    write_json,
+    write_text,
+)
+from lab.plotting import loss_curve, lr_schedule, save_svg
+from snippets.measure import time_interleaved
+from snippets.throughput import BENCH_BATCH, BENCH_MODEL, ladder, make_bench_step
+from snippets.train import CHECKPOINT, HISTORY, TrainConfig, train
+from snippets.train_data import MARKOV
+
+LOSS_PLOT = "loss.svg"  # beside the run's checkpoint and history
+RUN_SCHEMA = "attention-guide/training-run/1"
+THROUGHPUT_SCHEMA = "attention-guide/training-throughput/1"
+
+
+def field_comments(cls) -> dict[str, str]:
+    """The comment after each field of a dataclass, from its source: the help
+    text of the option, written once, where the field is."""
+    source = textwrap.dedent(inspect.getsource(cls))
+    lines = source.splitlines()
+    comments = {}
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            line = lines[node.lineno - 1]
+            if "#" in line:
+                comment = line.split("#", 1)[1].strip()
+                comments[node.target.id] = comment.replace("%", "%%")  # argparse formats
+    return comments
+
+
+def _describe(record: dict, best: float | None) -> str:
+    gap = "" if best is None else f" ({record['val_loss'] - best:+.3f} from best)"
+    return (
+        f"step {record['step']:>5}  {record['seconds']:6.1f} s  "
+        f"train {record['train_loss']:.4f}  val {record['val_loss']:.4f}{gap}"
+    )
+
+
+def _process_seconds() -> float | None:
+    """Seconds since this process started, interpreter start-up included (Linux)."""
+    try:
+        ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return round(uptime - ticks / os.sysconf("SC_CLK_TCK"), 2)
+
+
+# ------------------------------------------------------------------ throughput
+
+
+def bench_throughput(
+    rounds: int, steps: int, with_compile: bool, argv: list[str] | None = None
+) -> dict:
+    """Tokens per second of every rung, the rungs taking turns round by round."""
+    cores = os.cpu_count() or 1
+    rungs = ladder(with_compile)
+    jobs, setup = {}, {}
+    for name, settings in rungs.items():
+        started = time.perf_counter()
+        step = make_bench_step(settings)
+        step()  # the first step: allocations, and compilation with torch.compile
+        setup[name] = round(time.perf_counter() - started, 2)
+
+        def job(step=step):
+            for _ in range(steps):
+                step()
+
+        jobs[name] = job
+        progress(f"{name}: ready in {setup[name]} s")
+    header = result_header(THROUGHPUT_SCHEMA, command_line("lab.train", argv))
+    samples = time_interleaved(jobs, rounds, warmup=1)
+    tokens = steps * BENCH_BATCH * BENCH_MODEL["context_length"]
+    results = []
+    for name, seconds in samples.items():
+        wall = [tokens / s for s in seconds["seconds"]]
+        cpu = [tokens / s for s in seconds["cpu_seconds"]]
+        results.append(
+            {
+                "rung": name,
+                "settings": rungs[name],
+                "tokens_per_s": round(statistics.median(wall)),
+                "tokens_per_cpu_s": round(statistics.median(cpu)),
+                "samples_tokens_per_s": [round(t) for t in wall],
+                "samples_tokens_per_cpu_s": [round(t) for t in cpu],
+                "first_step_s": setup[name],
+            }
+        )
+    header["machine"]["load_1min_before"] = round(header["machine"]["load_per_core"] * cores, 2)
+    header["machine"]["load_1min_after"] = round(os.getloadavg()[0], 2)
+    return {
+        **header,
+        "model": BENCH_MODEL,
+        "batch_size": BENCH_BATCH,
+        "rounds": rounds,
+        "steps_per_sample": steps,
+        "results": results,
+    }
+
+
+def throughput_table(data: dict) -> str:
+    """The page's table: tokens/s of each rung, against the last and the first.
+
+    Ratios are of tokens per CPU-second, which waiting for a busy core does not
+    dilute. spread: the middle half of those samples (between the quartiles),
+    as a share of the median; a ratio within it tells nothing.
+    """
+    rows = data["results"]
+    first = rows[0]["tokens_per_cpu_s"]
+    lines = [
+        f"{'':<18}{'tokens/s':>9}{'per CPU s':>11}{'spread':>8}{'vs above':>10}{'vs readable':>13}"
+    ]
+    for before, row in zip([None, *rows], rows, strict=False):
+        cpu = row["tokens_per_cpu_s"]
+        q1, _, q3 = statistics.quantiles(row["samples_tokens_per_cpu_s"], n=4)
+        spread = f"±{(q3 - q1) / 2 / cpu:.0%}"
+        above = "" if before is None else f"x{cpu / before['tokens_per_cpu_s']:.2f}"
+        lines.append(
+            f"{row['rung']:<18}{row['tokens_per_s']:>9,}{cpu:>11,}{spread:>8}"
+            f"{above:>10}{f'x{cpu / first:.2f}':>13}"
+        )
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------ command line
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m lab.train",
+        description="Train the guide's GPT on a CPU; also under torchrun (DDP).",
+    )
+    p.add_argument("--out", type=Path, help="folder for ckpt.pt, history.json and loss.svg")
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue from OUT/ckpt.pt if it exists",
+    )
+    p.add_argument(
+        "--stop-after",
+        type=int,
+        metavar="STEP",
+        help="stop after this step, as if interrupted (for --resume)",
+    )
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--threads",
+        type=int,
+        help="torch threads per process (default: torch's choice)",
+    )
+    run = p.add_argument_group("run settings (snippets.train.TrainConfig)")
+    help_texts = field_comments(TrainConfig)
+    for field in dataclasses.fields(TrainConfig):
+        flag = "--" + field.name.replace("_", "-")
+        default = field.default
+        text = help_texts.get(field.name, "") + f" (default: {default})"
+        if isinstance(default, bool):
+            run.add_argument(
+                flag,
+                action=argparse.BooleanOptionalAction,
+                default=default,
+                help=text,
+            )
+        else:
+            run.add_argument(
+                flag,
+                type=type(default),
+                default=default,
+                help=text,
+                metavar=field.name.upper(),
+            )
+    bench = p.add_argument_group("measurements instead of a run")
+    bench.add_argument(
+        "--bench-throughput",
+        action="store_true",
+        help="tokens/s of the readable and the fast paths, taking "
+        "turns; writes OUT or the committed throughput.json",
+    )
+    bench.add_argument(
+        "--rounds",
+        type=int,
+        default=7,
+        help="--bench-throughput: rounds timed (default: 7)",
+    )
+    bench.add_argument(
+        "--bench-steps",
+        type=int,
+        default=10,
+        help="--bench-throughput: steps per sample (default: 10)",
+    )
+    bench.add_argument(
+        "--plot-schedule",
+        type=Path,
+        metavar="SVG",
+        help="draw the learning-rate schedule of the settings",
+    )
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line; argv defaults to sys.argv[1:]."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    p = parser()
+    args = p.parse_args(argv)
+    fields = {f.name for f in dataclasses.fields(TrainConfig)}
+    try:
+        config = TrainConfig(**{k: v for k, v in vars(args).items() if k in fields})
+    except ValueError as err:
+        p.error(str(err))
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if args.plot_schedule:
+        save_svg(lr_schedule(config), args.plot_schedule)
+        return 0
+    if args.bench_throughput:
+        data = bench_throughput(args.rounds, args.bench_steps, config.compile, argv)
+        print(throughput_table(data))
+        path = args.out or TRAINING_RESULTS / "throughput.json"
+        write_json(path, data)
+        print(f"wrote {path}")
+        return 0
+    if args.out is None:
+        p.error("--out is required to train, e.g. --out runs/markov")
+    # torchrun starts every process with WORLD_SIZE, RANK and the address of
+    # process 0 in its environment; init_process_group reads them from there.
+    distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
+    if distributed:
+        dist.init_process_group("gloo")  # gloo: the CPU backend (GPUs: nccl)
+    rank = dist.get_rank() if distributed else 0
+    bar = tqdm(
+        total=config.steps,
+        disable=args.no_progress or rank != 0,
+        unit="step",
+        dynamic_ncols=True,
+    )
+
+    def on_step(step: int, loss: float, tokens_per_s: float) -> None:
+        postfix = {"loss": f"{loss:.3f}", "tokens_per_s": f"{tokens_per_s:,.0f}"}
+        bar.set_postfix(postfix, refresh=False)  # drawn by update, a few times a s
+        bar.update(step - bar.n)  # from where a resumed run starts
+
+    def on_record(record: dict) -> None:
+        bar.write(_describe(record, best_loss))
+
+    best_loss = MARKOV.entropy_rate() if config.corpus == "markov" else None
+    try:
+        history = train(
+            config,
+            args.out,
+            resume=args.resume,
+            stop_after=args.stop_after,
+            header=result_header(RUN_SCHEMA, command_line("lab.train", argv)),
+            on_step=on_step,
+            on_record=on_record,
+        )
+    finally:
+        bar.close()
+        if distributed:
+            dist.destroy_process_group()
+    if rank == 0:  # the time the whole command took, and the plot
+        history["process_seconds"] = _process_seconds()
+        write_text(args.out / HISTORY, json.dumps(history, indent=1) + "\n")
+        save_svg(loss_curve(history), args.out / LOSS_PLOT)
+    if rank == 0 and history["records"]:
+        last = history["records"][-1]
+        print(
+            f"wrote {args.out / CHECKPOINT} at step {last['step']}, "
+            f"{history['process_seconds']} s since the command started"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

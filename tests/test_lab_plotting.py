@@ -1,0 +1,76 @@
+"""Tests for lab/plotting.py: one style for every figure, transparent, readable on light and
+dark pages, and the same bytes for the same data."""
+
+import json
+import re
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from lab import plotting
+from lab.common import TRAINING_RESULTS
+
+SVG = "{http://www.w3.org/2000/svg}"
+SLATE = "#1e2029"  # Material's dark background: hsl(232, 15%, 14%)
+
+
+def history() -> dict:
+    return json.loads((TRAINING_RESULTS / "markov.json").read_text(encoding="utf-8"))
+
+
+def luminance(color: str) -> float:
+    """WCAG relative luminance of #rrggbb."""
+    channels = [int(color[i : i + 2], 16) / 255 for i in (1, 3, 5)]
+    linear = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
+    return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+
+
+def contrast(a: str, b: str) -> float:
+    high, low = sorted((luminance(a), luminance(b)), reverse=True)
+    return (high + 0.05) / (low + 0.05)
+
+
+def test_same_data_same_bytes():
+    first = plotting.svg_text(plotting.loss_curve(history()))
+    second = plotting.svg_text(plotting.loss_curve(history()))
+    assert first == second
+    assert "<dc:date>" not in first  # no date: a redraw changes nothing
+
+
+def test_background_is_transparent():
+    root = ET.fromstring(plotting.svg_text(plotting.loss_curve(history())))
+    patches = {}
+    for group in root.iter(f"{SVG}g"):
+        if re.fullmatch(r"patch_\d+", group.get("id", "")):
+            path = group.find(f"{SVG}path")
+            patches[group.get("id")] = path.get("style", "") if path is not None else ""
+    # patch_1: the figure's background; patch_2: the first axes' background.
+    for name in ("patch_1", "patch_2"):
+        fill = re.search(r"fill: ([^;]+)", patches[name])
+        assert fill and fill[1] == "none", (name, patches[name])
+
+
+def test_ink_and_series_colours_read_on_white_and_on_slate():
+    for color in [plotting.INK, *plotting.COLORS]:
+        for background in ("#ffffff", SLATE):
+            assert contrast(color, background) >= 3, (color, background)
+    assert luminance(SLATE) < 0.02  # the dark background really is dark
+
+
+def test_the_figures_ink_is_the_style_s():
+    text = plotting.svg_text(plotting.loss_curve(history()))
+    assert f"fill: {plotting.INK}" in text  # text
+    assert f"stroke: {plotting.INK}" in text  # axes and ticks
+    assert "#000000" not in text  # matplotlib's black, unreadable on slate
+
+
+@pytest.mark.parametrize("path", list(plotting.committed_figures()), ids=lambda p: p.name)
+def test_committed_figure_is_drawn_from_the_committed_result(path):
+    """`python -m lab.plotting` redraws it byte for byte: the figure shows the file's data."""
+    drawn = plotting.svg_text(plotting.committed_figures()[path]())
+    assert path.read_text(encoding="utf-8") == drawn, "redraw with: python -m lab.plotting"
+
+
+def test_attention_cost_rejects_an_unknown_quantity():
+    with pytest.raises(ValueError, match=r"what \('speed'\) must be 'time' or 'memory'"):
+        plotting.attention_cost({}, "speed")
