@@ -1,5 +1,5 @@
 # The two commands of the README. Both create the virtual environment on first use.
-#   make serve   preview the site at http://127.0.0.1:8000 (rebuilds when docs/ or snippets/ change)
+#   make serve   preview the site at http://127.0.0.1:8000 (rebuilds when docs/, snippets/ or lab/ change)
 #   make test    run the whole test suite: modules, every page's code blocks, the strict build
 
 VENV ?= .venv

@@ -8,11 +8,11 @@ builds the site, so the published note is that run's.
 import json
 from pathlib import Path
 
-RECORD = Path(".cache") / "pagecheck" / "last-run.json"
+from lab.common import LAST_RUN  # where the page harness writes the record
 
 
 def on_page_markdown(markdown, page, config, files):
-    record_file = Path(config["config_file_path"]).parent / RECORD
+    record_file = Path(config["config_file_path"]).parent / LAST_RUN
     try:
         record = json.loads(record_file.read_text())
     except (OSError, ValueError):

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from lab.common import ROOT  # the tests import it from here too
 
 # Lines for the end of the run: tests/test_browser.py puts its per-page table here.
 BROWSER_REPORT = pytest.StashKey[list]()

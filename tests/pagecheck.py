@@ -31,6 +31,8 @@ from pathlib import Path
 
 import pytest
 
+from lab.common import LAST_RUN  # hooks/last_run.py reads the record from there too
+
 PYTHON_LANGS = {"python", "py", "python3", "py3", "pycon"}
 SHELL_LANGS = {"bash", "sh", "shell", "console"}
 
@@ -391,9 +393,6 @@ def pytest_runtest_makereport(item, call):
 def pytest_sessionfinish(session):
     _record_green_pages(session.config)
     _update_outputs(session)
-
-
-LAST_RUN = Path(".cache") / "pagecheck" / "last-run.json"
 
 
 def _record_green_pages(config) -> None:

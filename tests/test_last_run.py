@@ -1,28 +1,30 @@
 """The 'last ran green' note: recorded by the page harness, shown by hooks/last_run.py."""
 
+import importlib.util
 import json
-import sys
 from types import SimpleNamespace
 
-from tests.conftest import ROOT
+from lab.common import LAST_RUN, ROOT
 from tests.test_pagecheck import GOOD, run_pages
 
-sys.path.insert(0, str(ROOT / "hooks"))
-import last_run  # noqa: E402
+# mkdocs loads hooks by path; so does this test (hooks/ is not a package).
+_spec = importlib.util.spec_from_file_location("last_run", ROOT / "hooks" / "last_run.py")
+last_run = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(last_run)
 
 
 def test_harness_records_only_pages_whose_blocks_all_passed(tmp_path):
     broken = "```python\nraise RuntimeError\n```\n"
     run_pages(tmp_path, {"good.md": GOOD, "broken.md": broken})
-    record = json.loads((tmp_path / ".cache" / "pagecheck" / "last-run.json").read_text())
+    record = json.loads((tmp_path / LAST_RUN).read_text())
     assert set(record) == {"docs/good.md"}
     assert record["docs/good.md"]["blocks"] == 2
     assert record["docs/good.md"]["torch"].startswith("2.")
 
 
 def test_hook_puts_the_record_in_the_page_meta(tmp_path):
-    (tmp_path / ".cache" / "pagecheck").mkdir(parents=True)
-    (tmp_path / ".cache" / "pagecheck" / "last-run.json").write_text(
+    (tmp_path / LAST_RUN).parent.mkdir(parents=True)
+    (tmp_path / LAST_RUN).write_text(
         json.dumps({"docs/a.md": {"blocks": 3, "when": "W", "torch": "T", "python": "P"}})
     )
     config = {"config_file_path": str(tmp_path / "mkdocs.yml")}
