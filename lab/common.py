@@ -81,6 +81,16 @@ def result_header(schema: str, command: str) -> dict:
     return {"schema": schema, "command": command, "machine": machine_info()}
 
 
+def note_load_after(header: dict) -> dict:
+    """Add the 1-minute load average before (from the header) and now, after a
+    measurement: how busy the machine was around it, in the units of `uptime`."""
+    machine = header["machine"]
+    cores = machine["cpu_count"] or 1
+    machine["load_1min_before"] = round(machine["load_per_core"] * cores, 2)
+    machine["load_1min_after"] = round(os.getloadavg()[0], 2)
+    return header
+
+
 def atomic_write(path: Path, write: Callable, mode: str = "w") -> Path:
     """Call write(f) on a temporary file beside path, then rename it over path.
 

@@ -8,7 +8,6 @@ T sequence length, V vocabulary size.
 """
 
 import argparse
-import os
 import statistics
 import sys
 import time
@@ -17,7 +16,13 @@ from pathlib import Path
 import torch
 
 from lab import plotting
-from lab.common import TRAINING_RESULTS, command_line, result_header, write_json
+from lab.common import (
+    TRAINING_RESULTS,
+    command_line,
+    note_load_after,
+    result_header,
+    write_json,
+)
 from snippets.generate import check_sampling, generate, load_model, stream
 from snippets.model import GPT, GPTConfig
 from snippets.throughput import BENCH_MODEL
@@ -84,9 +89,7 @@ def bench_kv_cache(new_tokens: int, rounds: int, argv: list[str] | None = None) 
         }
 
     cached, recompute = summary(samples[True]), summary(samples[False])
-    cores = os.cpu_count() or 1
-    header["machine"]["load_1min_before"] = round(header["machine"]["load_per_core"] * cores, 2)
-    header["machine"]["load_1min_after"] = round(os.getloadavg()[0], 2)
+    note_load_after(header)
     return {
         **header,
         "model": {**BENCH_MODEL, "context_length": context},

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from lab.common import CACHE, ROOT, atomic_write
+from lab.common import CACHE, ROOT, atomic_write, write_text
 from lab.fingerprint import code_fingerprint
 from snippets.char_gpt import CharGPTConfig, gpt_attention, train_char_gpt
 from snippets.corpus import guide_text
@@ -167,7 +167,7 @@ def main(argv: list[str]) -> None:
     if len(argv) != 1:
         raise SystemExit("usage: python -m lab.models OUT.json")
     data = json.dumps(explorer_data(), ensure_ascii=False, separators=(",", ":"))
-    Path(argv[0]).write_text(data, encoding="utf-8")
+    write_text(Path(argv[0]), data)
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ from tqdm import tqdm
 from lab.common import (
     TRAINING_RESULTS,
     command_line,
+    note_load_after,
     progress,
     result_header,
     write_json,
@@ -86,7 +87,6 @@ def bench_throughput(
     rounds: int, steps: int, with_compile: bool, argv: list[str] | None = None
 ) -> dict:
     """Tokens per second of every rung, the rungs taking turns round by round."""
-    cores = os.cpu_count() or 1
     rungs = ladder(with_compile)
     jobs, setup = {}, {}
     for name, settings in rungs.items():
@@ -119,8 +119,7 @@ def bench_throughput(
                 "first_step_s": setup[name],
             }
         )
-    header["machine"]["load_1min_before"] = round(header["machine"]["load_per_core"] * cores, 2)
-    header["machine"]["load_1min_after"] = round(os.getloadavg()[0], 2)
+    note_load_after(header)
     return {
         **header,
         "model": BENCH_MODEL,

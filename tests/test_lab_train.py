@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from lab.common import TRAINING_RESULTS
-from lab.train import LOSS_PLOT, field_comments, main
+from lab.train import LOSS_PLOT, bench_throughput, field_comments, main, throughput_table
 from snippets.throughput import BENCH_MODEL, ladder
 from snippets.train import CHECKPOINT, HISTORY, TrainConfig
 
@@ -92,3 +92,13 @@ def test_committed_throughput_has_every_rung():
     data = json.loads((TRAINING_RESULTS / "throughput.json").read_text())
     assert [r["rung"] for r in data["results"]][:5] == list(ladder())
     assert data["model"] == BENCH_MODEL and data["batch_size"] == 12
+
+
+def test_throughput_bench_times_every_rung_at_a_small_size():
+    data = bench_throughput(rounds=2, steps=1, with_compile=False, argv=["--bench-throughput"])
+    assert data["command"] == "python -m lab.train --bench-throughput"
+    assert [r["rung"] for r in data["results"]] == list(ladder())
+    assert {"load_1min_before", "load_1min_after", "cpu_model"} <= set(data["machine"])
+    for row in data["results"]:
+        assert len(row["samples_tokens_per_cpu_s"]) == 2 and row["tokens_per_cpu_s"] > 0
+    assert throughput_table(data).splitlines()[1].startswith("readable")
