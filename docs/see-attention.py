@@ -36,7 +36,7 @@ import torch
 from IPython.display import HTML, display
 
 from lab.models import letters, trained_char_gpt, trained_induction
-from lab.plotting import heatmap, inline_svg, pyplot
+from lab.plotting import heatmap, inline_svg, mask_image, pyplot
 from snippets.char_gpt import CharGPTConfig, gpt_attention
 from snippets.induction import (
     AttentionOnly,
@@ -320,13 +320,7 @@ panels = {
     "causal, padding and diagonal": both,
 }
 for ax, (title, mask) in zip(axes, panels.items(), strict=True):
-    ax.imshow(
-        mask.float(), cmap="Blues", vmin=-0.15, vmax=1.3, interpolation="nearest"
-    )
-    ax.set_title(title, fontsize=9)
-    ax.set_xticks(range(5), labels, fontsize=7, rotation=90)
-    ax.set_yticks(range(5), labels, fontsize=7)
-    ax.tick_params(length=0)
+    mask_image(ax, mask, labels, title)  # allowed: filled; blocked: empty
     ax.set_xlabel("key")
 axes[0].set_ylabel("query")
 fig.tight_layout()

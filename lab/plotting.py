@@ -265,6 +265,26 @@ def heatmap(ax, weights, tokens, title: str) -> None:
         side.set_visible(False)
 
 
+def mask_image(ax, mask, labels: list[str], title: str) -> None:
+    """A (T, T) bool attention mask: allowed cells filled, blocked cells left
+    transparent (the page shows through, light or dark), a grid of INK lines."""
+    import torch
+    from matplotlib.colors import ListedColormap
+
+    T = mask.size(-1)
+    shown = mask.float().masked_fill(~mask.bool(), float("nan"))  # blocked: no paint
+    ax.imshow(shown, cmap=ListedColormap([COLORS[0]]), vmin=0, vmax=1)
+    edges = torch.arange(T + 1) - 0.5
+    ax.hlines(edges, -0.5, T - 0.5, color=INK, linewidth=0.5, alpha=0.6)
+    ax.vlines(edges, -0.5, T - 0.5, color=INK, linewidth=0.5, alpha=0.6)
+    ax.set_title(title, fontsize=9)
+    ax.set_xticks(range(T), labels, fontsize=7, rotation=90)
+    ax.set_yticks(range(T), labels, fontsize=7)
+    ax.tick_params(length=0)
+    for side in ax.spines.values():
+        side.set_visible(False)
+
+
 _figures = iter(range(1, 10_000))  # numbers that keep each inlined figure's ids apart
 
 
