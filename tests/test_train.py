@@ -22,7 +22,6 @@ from snippets.train import (
     train,
     train_step,
 )
-from snippets.train_data import load_corpus, micro_batches
 
 SMALL_MODEL = GPTConfig(vocab_size=11, context_length=16, n_embed=32, n_head=4, n_layer=2)
 # A run of a few seconds' worth: the sizes every training test uses.
@@ -189,27 +188,6 @@ def test_accumulation_without_dividing_by_k_would_not_match():
     for xs, ys in zip(x.chunk(2), y.chunk(2), strict=True):
         m(xs, ys)[1].backward()
     assert not torch.allclose(next(m.parameters()).grad, once[0])
-
-
-def test_micro_batches_cut_one_batch_whatever_grad_accum_and_processes():
-    corpus = load_corpus("markov", 20_000)
-    windows = {}
-    for accum, world in ((1, 1), (4, 1), (2, 2), (1, 4)):
-        config = dataclasses.replace(TINY, grad_accum=accum)
-        shares = [
-            micro_batches(corpus.train, config, torch.Generator().manual_seed(0), r, world)
-            for r in range(world)
-        ]
-        # Micro-step by micro-step, the processes' slices put back together.
-        x = torch.cat([torch.cat([s[i][0] for s in shares]) for i in range(accum)])
-        windows[accum, world] = x
-        assert all(len(s) == accum for s in shares)
-    first = windows[1, 1]
-    assert first.shape == (TINY.batch_size, TINY.context_length)
-    for x in windows.values():
-        assert torch.equal(x, first)
-    with pytest.raises(ValueError, match=r"batch_size // grad_accum \(8\) must be divisible"):
-        micro_batches(corpus.train, TINY, torch.Generator(), 0, 3)
 
 
 def test_gradient_clipping_bounds_the_norm_and_reports_it_before():
