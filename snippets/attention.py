@@ -69,6 +69,43 @@ def _check_input(x: torch.Tensor, n_embed: int, context_length: int) -> None:
         raise ValueError(f"T={T} exceeds context_length={context_length}")
 
 
+def _check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
+    """q (..., T_q, D), k (..., T_k, D), v (..., T_k, D_v), leading dims broadcastable.
+
+    Checked here because a mismatch would otherwise fail inside a matmul with a
+    RuntimeError that names neither q, k nor v.
+    """
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(
+                f"{name} must be a torch.Tensor, got {type(t).__name__}"
+            )
+        if t.dim() < 2:
+            raise ValueError(
+                f"{name} must have at least 2 dimensions (..., T, D), "
+                f"got shape {tuple(t.shape)}"
+            )
+    # Every query is dotted with every key: both need the same width D.
+    if q.size(-1) != k.size(-1):
+        raise ValueError(
+            f"q and k must have the same last dimension (D), got q {tuple(q.shape)} "
+            f"and k {tuple(k.shape)}"
+        )
+    # One value per key: the weights (..., T_q, T_k) multiply v's T_k rows.
+    if k.size(-2) != v.size(-2):
+        raise ValueError(
+            f"k and v must have the same length (dimension -2), got k "
+            f"{tuple(k.shape)} and v {tuple(v.shape)}"
+        )
+    try:
+        torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    except RuntimeError:
+        raise ValueError(
+            f"the leading dimensions of q {tuple(q.shape)}, k {tuple(k.shape)} and "
+            f"v {tuple(v.shape)} must be broadcastable"
+        ) from None
+
+
 # --8<-- [end:checks]
 
 
@@ -83,14 +120,20 @@ def scaled_dot_product_attention(
 
     Args:
         q: queries (..., T, D).
-        k: keys (..., T, D).
-        v: values (..., T, D).
-        mask: optional bool tensor broadcastable to (..., T, T), True where a
+        k: keys (..., T_k, D), the same width D as q.
+        v: values (..., T_k, D_v), one per key. Leading dims of q, k and v
+            must broadcast; T_k = T in self-attention.
+        mask: optional bool tensor broadcastable to (..., T, T_k), True where a
             query may attend to a key.
 
     Returns:
-        out (..., T, D) and the attention weights (..., T, T).
+        out (..., T, D_v) and the attention weights (..., T, T_k).
+
+    Raises:
+        ValueError: if q and k differ in width, k and v in length, or the
+            leading dims do not broadcast.
     """
+    _check_qkv(q, k, v)
     D = q.size(-1)
     # Dividing by sqrt(D) keeps the scores' variance near 1 whatever the head size;
     # unscaled, it grows like D and softmax saturates towards a one-hot.

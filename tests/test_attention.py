@@ -104,6 +104,44 @@ def test_sdpa_rejects_non_bool_mask():
         scaled_dot_product_attention(q, q, q, causal_mask(T).float())
 
 
+@pytest.mark.parametrize(
+    "shapes, message",
+    [
+        (
+            ((2, T, D), (2, T, D // 2), (2, T, D)),
+            f"q and k must have the same last dimension (D), got q (2, {T}, {D}) "
+            f"and k (2, {T}, {D // 2})",
+        ),
+        (
+            ((2, T, D), (2, T, D), (2, T - 1, D)),
+            f"k and v must have the same length (dimension -2), got k (2, {T}, {D}) "
+            f"and v (2, {T - 1}, {D})",
+        ),
+        (
+            ((2, T, D), (3, T, D), (3, T, D)),
+            f"the leading dimensions of q (2, {T}, {D}), k (3, {T}, {D}) and "
+            f"v (3, {T}, {D}) must be broadcastable",
+        ),
+        (
+            (((D,)), (T, D), (T, D)),
+            f"q must have at least 2 dimensions (..., T, D), got shape ({D},)",
+        ),
+    ],
+)
+def test_sdpa_rejects_mismatched_shapes_naming_both(shapes, message):
+    # Without the check these fail inside a matmul with a RuntimeError naming neither tensor.
+    q, k, v = (randn(*shape) for shape in shapes)
+    with pytest.raises(ValueError, match=re.escape(message)):
+        scaled_dot_product_attention(q, k, v)
+
+
+def test_sdpa_accepts_other_query_lengths_and_broadcast_leading_dims():
+    # Cross-attention shapes stay legal: 3 queries on 5 keys, values 6 wide, heads broadcast.
+    q, k, v = randn(2, 4, 3, D), randn(1, 4, 5, D), randn(2, 1, 5, 6)
+    out, weights = scaled_dot_product_attention(q, k, v)
+    assert out.shape == (2, 4, 3, 6) and weights.shape == (2, 4, 3, 5)
+
+
 # --- the modules: causality and weights -------------------------------------------------
 
 
