@@ -38,6 +38,20 @@ def test_kv_cache_bench_runs_at_a_small_size(tmp_path, capsys):
     assert (tmp_path / "kv-cache.svg").read_text().lstrip().startswith("<?xml")
 
 
+def test_kv_cache_bench_cache_only_skips_recompute(tmp_path):
+    argv = ["--bench-kv-cache", "--cache-only", "--tokens", "6", "--rounds", "1"]
+    assert main([*argv, "--out", str(tmp_path)]) == 0
+    data = json.loads((tmp_path / "kv-cache-long.json").read_text())
+    assert "recompute" not in data and len(data["kv_cache"]["runs_ms_per_token"]) == 1
+    assert not (tmp_path / "kv-cache.json").exists()
+
+
+def test_committed_long_kv_cache_result_is_the_pages():
+    data = json.loads((TRAINING_RESULTS / "kv-cache-long.json").read_text())
+    assert data["new_tokens"] == 2048 and "recompute" not in data
+    assert len(data["kv_cache"]["median_ms_by_position"]) == 2048
+
+
 def test_committed_kv_cache_result_is_the_pages():
     data = json.loads((TRAINING_RESULTS / "kv-cache.json").read_text())
     assert data["new_tokens"] == 256 and data["same_tokens"]
