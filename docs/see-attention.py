@@ -16,7 +16,7 @@
 # The [attention page](../attention/) built attention from its equation; this page
 # trains two small models and draws where their heads look. It is a notebook, run
 # from top to bottom every time the site is built with code that changed: each
-# number and picture below comes from that run, on one CPU core, in seconds.
+# number and picture below comes from that run, on one CPU core.
 #
 # 1. A two-layer model made of attention alone, trained on sequences that repeat:
 #    one of its heads becomes an **induction head**, a head that finds the earlier
@@ -48,7 +48,7 @@ from snippets.induction import (
 )
 from snippets.masks import attention_mask
 
-# The models are tiny: one thread beats two on a busy 2-core machine.
+# One thread: the models are small, and the build runs next to other work.
 torch.set_num_threads(1)
 
 # %% [markdown]
@@ -97,7 +97,7 @@ for row in rows:
 # The first copy of a segment is unpredictable; everything after it can be predicted
 # exactly, by copying. The model is `AttentionOnly`: token and position embeddings,
 # two layers of the guide's `CausalSelfAttention`, four heads each, and no MLP.
-# Training it takes a few seconds. `trained_induction` trains it, or loads the copy
+# `trained_induction` trains it, or loads the copy
 # that this same code already trained: the site build, the attention explorer and
 # the test suite share one training per version of the code.
 
@@ -110,8 +110,8 @@ print(
 )
 
 # %% [markdown]
-# The loss settles near the cost of the unpredictable first copies, and the loss on
-# repeated tokens is close to zero:
+# The loss settles near the cost of the unpredictable first copies; the loss on the
+# repeated part alone is measured on held-out rows below.
 
 # %%
 fig, ax = plt.subplots(figsize=(5.5, 2.2))
@@ -122,21 +122,23 @@ ax.set_ylim(bottom=0)
 ax.spines[["top", "right"]].set_visible(False)
 show(
     fig,
-    "Training loss of the attention-only model: it falls from about 3.3 to 1.",
+    "Training loss of the attention-only model: it falls from "
+    f"{sum(losses[:20]) / 20:.1f} over the first 20 steps to "
+    f"{sum(losses[-20:]) / 20:.1f} over the last 20.",
 )
 
 # %% [markdown]
 # ### Scoring the heads
 #
 # To find the induction head, score each head on rows made of one segment of
-# $P = 16$ tokens, repeated once. A token at position $t \ge P$ last occurred
-# at $t - P$, and the token after that occurrence sits at $t - P + 1$. A
+# $S = 16$ tokens, repeated once. A token at position $t \ge S$ last occurred
+# at $t - S$, and the token after that occurrence sits at $t - S + 1$. A
 # head's **induction score** is its mean attention weight on exactly that key, over
 # all queries of the second copy; its **previous-token score** is its mean weight on
 # key $t - 1$:
 #
 # $$
-# \text{induction} = \frac{1}{T - P} \sum_{t=P}^{T-1} a_{t,\,t-P+1},
+# \text{induction} = \frac{1}{T - S} \sum_{t=S}^{T-1} a_{t,\,t-S+1},
 # \qquad
 # \text{previous token} = \frac{1}{T - 1} \sum_{t=1}^{T-1} a_{t,\,t-1}.
 # $$
@@ -146,23 +148,24 @@ show(
 # computed below; an untrained model is close to it.
 
 # %%
-P = 16
+S = 16  # the segment length
 T = config.context_length
 held_out = repeated_tokens(
-    256, T, config.vocab_size, P, generator=torch.Generator().manual_seed(123)
+    256, T, config.vocab_size, S, generator=torch.Generator().manual_seed(123)
 )
 with torch.no_grad():
     logits, weights = model(held_out)  # weights: (B, L, H, T, T)
     torch.manual_seed(1)
     _, untrained_weights = AttentionOnly(config)(held_out)
 second_copy = torch.nn.functional.cross_entropy(
-    logits[:, P:-1].flatten(0, 1), held_out[:, P + 1 :].flatten()
+    logits[:, S:-1].flatten(0, 1), held_out[:, S + 1 :].flatten()
 )
 print(f"loss on the second copy: {second_copy:.3f} nats per token")
-induction = induction_scores(weights, P)  # (L, H)
+induction = induction_scores(weights, S)  # (L, H)
 previous = previous_token_scores(weights)
-untrained = induction_scores(untrained_weights, P)
-print(f"uniform baseline: {uniform_induction_score(P, T):.3f}")
+untrained = induction_scores(untrained_weights, S)
+baseline = uniform_induction_score(S, T)
+print(f"uniform baseline: {baseline:.3f}")
 print(f"untrained model, best head: {untrained.max():.3f}")
 print("layer head  induction  previous token")
 for layer in range(config.n_layer):
@@ -171,12 +174,15 @@ for layer in range(config.n_layer):
             f"{layer + 1:>5} {head + 1:>4}  {induction[layer, head]:9.3f}"
             f"  {previous[layer, head]:14.3f}"
         )
+strong = int((induction[-1] >= 10 * baseline).sum())
+print(f"second-layer heads at least 10x the baseline: {strong} of {config.n_head}")
 
 # %% [markdown]
 # The heads of the second layer put most of their weight on the one key an induction
-# head would choose, an order of magnitude above the baseline; heads of the first
-# layer attend to the previous token, the half of the circuit that makes this
-# possible. Here is every head on one held-out row, query down the side, key along
+# head would choose; the last line counts those at least ten times above the
+# baseline. Heads of the first layer with a high previous-token score attend to the
+# token just before, the half of the circuit that makes this possible. Here is every
+# head on one held-out row, query down the side, key along
 # the top:
 
 # %%
@@ -234,9 +240,9 @@ show(
 # ## The guide's GPT on its own text
 #
 # Now the full model of the [transformer page](../transformer/), two blocks of four
-# heads, trained for a few hundred steps on the guide's own pages, one token per
-# character. That is far too short to learn English, long enough for its heads to
-# differ:
+# heads, trained briefly (the `steps` printed below) on the guide's own pages, one
+# token per character. That is far too short to learn English, long enough for its
+# heads to differ:
 
 # %%
 gpt, char, gpt_losses = trained_char_gpt(CharGPTConfig())
@@ -333,3 +339,18 @@ show(
 # %% [markdown]
 # The same combination, with scores, is worked through on the [attention
 # page](../attention/#causal-and-padding-masks-together).
+#
+# ## Next
+#
+# These models were trained briefly, with a plain loop. [Optimization &
+# training](../optimization/) builds the loop properly: AdamW, warmup and a cosine
+# schedule, clipping, checkpoints, and a run that reaches the best possible loss.
+#
+# ## Further reading
+#
+# - Olsson, Elhage, Nanda, Joseph, et al. (2022), *In-context Learning and Induction
+#   Heads*, [arXiv:2209.11895](https://arxiv.org/abs/2209.11895): induction heads,
+#   the previous-token heads they rely on, and how they form during training.
+# - Clark, Khandelwal, Levy, Manning (2019), *What Does BERT Look At? An Analysis of
+#   BERT's Attention*, [arXiv:1906.04341](https://arxiv.org/abs/1906.04341): heads
+#   that attend to the previous token, to delimiters and to syntactic relations.
