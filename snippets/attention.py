@@ -70,7 +70,7 @@ def _check_input(x: torch.Tensor, n_embed: int, context_length: int) -> None:
 
 
 def _check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
-    """q (..., T_q, D), k (..., T_k, D), v (..., T_k, D_v), leading dims broadcastable.
+    """q (..., T_q, D), k (..., T_k, D), v (..., T_k, D_v); leading dims broadcast.
 
     Checked here because a mismatch would otherwise fail inside a matmul with a
     RuntimeError that names neither q, k nor v.
@@ -88,8 +88,8 @@ def _check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
     # Every query is dotted with every key: both need the same width D.
     if q.size(-1) != k.size(-1):
         raise ValueError(
-            f"q and k must have the same last dimension (D), got q {tuple(q.shape)} "
-            f"and k {tuple(k.shape)}"
+            f"q and k must have the same last dimension (D), got q "
+            f"{tuple(q.shape)} and k {tuple(k.shape)}"
         )
     # One value per key: the weights (..., T_q, T_k) multiply v's T_k rows.
     if k.size(-2) != v.size(-2):
