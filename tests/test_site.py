@@ -48,7 +48,8 @@ class _CodeBlocks(HTMLParser):
 
 def _html_for(site: Path, page: Path) -> str:
     rel = page.relative_to(ROOT / "docs").with_suffix("")
-    target = site / ("index.html" if rel.name == "index" else rel / "index.html")
+    # docs/index.md -> index.html, docs/reference/index.md -> reference/index.html
+    target = site / (rel.parent if rel.name == "index" else rel) / "index.html"
     return target.read_text(encoding="utf-8")
 
 
