@@ -1,7 +1,8 @@
 """Causal self-attention for a decoder-only transformer: readable and batched.
 
-Needs only torch and snippets/masks.py (causal_mask). Shape letters: B batch,
-T sequence length, C channels (n_embed), H heads, D head size (C // H).
+Needs torch, snippets/masks.py (causal_mask) and snippets/positions.py (RoPE and
+ALiBi act inside attention). Shape letters: B batch, T sequence length,
+C channels (n_embed), H heads, D head size (C // H).
 """
 
 # --8<-- [start:imports]
@@ -12,6 +13,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from snippets.masks import causal_mask
+from snippets.positions import POSITIONS, alibi_bias, alibi_slopes, apply_rope
 
 # --8<-- [end:imports]
 
@@ -21,6 +23,8 @@ __all__ = [
     "Head",
     "MultiHeadAttention",
     "CausalSelfAttention",
+    "apply_position",
+    "alibi_mask",
 ]
 
 
@@ -46,8 +50,42 @@ def _check_config(n_head: int, n_embed: int, context_length: int) -> None:
         )
 
 
-def _check_input(x: torch.Tensor, n_embed: int, context_length: int) -> None:
-    """x must be (B, T, C) with C == n_embed and T <= context_length.
+def _check_position(
+    position: str, head_size: int, context_length: int, max_length: int | None
+) -> None:
+    """A known scheme, an even D for RoPE, a max_length the scheme can serve."""
+    if position not in POSITIONS:
+        raise ValueError(
+            f"position ({position!r}) must be one of {list(POSITIONS)}"
+        )
+    if position == "rope" and head_size % 2:
+        raise ValueError(
+            f"position='rope' needs an even head size, got D={head_size}: "
+            f"RoPE rotates channels in pairs"
+        )
+    if max_length is None:
+        return
+    _check_positive_int("max_length", max_length)
+    if max_length < context_length:
+        raise ValueError(
+            f"max_length ({max_length}) must be >= "
+            f"context_length ({context_length})"
+        )
+    if max_length > context_length and position == "learned":
+        raise ValueError(
+            f"max_length ({max_length}) > context_length ({context_length}) "
+            f"needs a position scheme without a table: 'learned' has "
+            f"{context_length} rows"
+        )
+
+
+def _check_input(
+    x: torch.Tensor,
+    n_embed: int,
+    context_length: int,
+    max_length: int | None = None,
+) -> None:
+    """x must be (B, T, C) with C == n_embed and T <= context_length (max_length).
 
     Checked here because torch's own errors would come from deep inside a matmul or
     masked_fill and name neither n_embed nor context_length.
@@ -65,8 +103,13 @@ def _check_input(x: torch.Tensor, n_embed: int, context_length: int) -> None:
             f"last dimension of input ({C}) must equal n_embed ({n_embed})"
         )
     # The causal mask covers context_length positions; a longer T has no mask rows.
-    if T > context_length:
+    if T > context_length and max_length is None:
         raise ValueError(f"T={T} exceeds context_length={context_length}")
+    if max_length is not None and T > max_length:
+        raise ValueError(
+            f"T={T} exceeds max_length={max_length} "
+            f"(context_length={context_length})"
+        )
 
 
 def _check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
@@ -115,8 +158,10 @@ def scaled_dot_product_attention(
     k: torch.Tensor,
     v: torch.Tensor,
     mask: torch.Tensor | None = None,
+    *,
+    bias: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """softmax(q @ k^T / sqrt(D)) @ v, written out term by term.
+    """softmax(q @ k^T / sqrt(D) + bias) @ v, written out term by term.
 
     Args:
         q: queries (..., T, D).
@@ -125,6 +170,8 @@ def scaled_dot_product_attention(
             must broadcast; T_k = T in self-attention.
         mask: optional bool tensor broadcastable to (..., T, T_k), True where a
             query may attend to a key.
+        bias: optional float tensor broadcastable to (..., T, T), added to the
+            scaled scores (ALiBi's distance penalty; -inf entries mask).
 
     Returns:
         out (..., T, D_v) and the attention weights (..., T, T_k).
@@ -139,6 +186,8 @@ def scaled_dot_product_attention(
     # unscaled, it grows like D and softmax saturates towards a one-hot.
     # (..., T, D) x (..., D, T) -> (..., T, T)
     scores = q @ k.transpose(-2, -1) / math.sqrt(D)
+    if bias is not None:
+        scores = scores + bias  # (..., T, T)
     if mask is not None:
         if mask.dtype != torch.bool:
             raise TypeError(
@@ -154,6 +203,33 @@ def scaled_dot_product_attention(
 # --8<-- [end:sdpa]
 
 
+# --8<-- [start:position_helpers]
+def apply_position(
+    q: torch.Tensor, k: torch.Tensor, position: str, offset: int = 0
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Queries and keys (..., T, D) as the scheme wants them inside attention.
+
+    "rope" rotates both, row t to position offset + t; every other scheme
+    leaves them alone (its positions are in the embeddings, in a bias, or
+    nowhere). Applied after the head split: each head rotates its own D.
+    """
+    if position == "rope":
+        return apply_rope(q, offset), apply_rope(k, offset)
+    return q, k
+
+
+def alibi_mask(n_head: int, T_new: int, T_total: int) -> torch.Tensor:
+    """ALiBi's float mask for queries at the last T_new of T_total positions.
+
+    (H, T_new, T_total): row i is query position T_total - T_new + i, so a KV
+    cache holding T_total - T_new positions gets the right distances.
+    """
+    return alibi_bias(n_head, T_total)[:, T_total - T_new :, :]
+
+
+# --8<-- [end:position_helpers]
+
+
 # --8<-- [start:head]
 class Head(nn.Module):
     """One head of causal self-attention, written out step by step.
@@ -161,17 +237,39 @@ class Head(nn.Module):
     Args:
         head_size: D, the width of this head's queries, keys and values.
         n_embed: C, the width of the input vectors.
-        context_length: the longest sequence the head accepts.
+        context_length: the training length; the causal mask has these rows.
+        position: a name in POSITIONS; only "rope" and "alibi" act here.
+        alibi_slope: this head's slope, for position="alibi".
+        max_length: the longest sequence accepted (default context_length);
+            longer than context_length only without a position table.
     """
 
-    def __init__(self, head_size: int, n_embed: int, context_length: int):
+    def __init__(
+        self,
+        head_size: int,
+        n_embed: int,
+        context_length: int,
+        *,
+        position: str = "learned",
+        alibi_slope: float | None = None,
+        max_length: int | None = None,
+    ):
         super().__init__()
         _check_positive_int("head_size", head_size)
         _check_positive_int("n_embed", n_embed)
         _check_positive_int("context_length", context_length)
+        _check_position(position, head_size, context_length, max_length)
+        if (position == "alibi") != (alibi_slope is not None):
+            raise ValueError(
+                f"alibi_slope ({alibi_slope!r}) must be given for "
+                f"position='alibi' and only then (position={position!r})"
+            )
         self.head_size = head_size
         self.n_embed = n_embed
         self.context_length = context_length
+        self.position = position
+        self.alibi_slope = alibi_slope
+        self.max_length = max_length
         self.key = nn.Linear(n_embed, head_size, bias=False)
         self.query = nn.Linear(n_embed, head_size, bias=False)
         self.value = nn.Linear(n_embed, head_size, bias=False)
@@ -184,16 +282,26 @@ class Head(nn.Module):
 
         With return_weights=True, returns (out, weights (B, T, T)).
         """
-        _check_input(x, self.n_embed, self.context_length)
+        _check_input(x, self.n_embed, self.context_length, self.max_length)
         B, T, C = x.shape
         k = self.key(x)  # (B, T, C) -> (B, T, D)
         q = self.query(x)  # (B, T, C) -> (B, T, D)
         v = self.value(x)  # (B, T, C) -> (B, T, D)
+        q, k = apply_position(q, k, self.position)  # RoPE turns q and k
         # How well each query matches each key, (B, T, D) x (B, D, T) -> (B, T, T);
         # scaling by 1/sqrt(D) keeps their variance near 1 (softmax not saturated).
         weights = q @ k.transpose(-2, -1) * self.head_size**-0.5  # (B, T, T)
+        if self.position == "alibi":
+            # ALiBi: a penalty growing linearly with the distance i - j back.
+            i = torch.arange(T, device=x.device)
+            distance = (i[:, None] - i[None, :]).clamp(min=0)  # (T, T)
+            weights = weights - self.alibi_slope * distance  # (B, T, T)
         # Position i may not see later positions: -inf there, 0 after softmax.
-        weights = weights.masked_fill(self.tril[:T, :T] == 0, float("-inf"))
+        if T <= self.context_length:
+            future = self.tril[:T, :T] == 0  # (T, T)
+        else:  # longer than training (max_length): a mask built for this T
+            future = ~causal_mask(T).to(x.device)
+        weights = weights.masked_fill(future, float("-inf"))
         weights = F.softmax(weights, dim=-1)  # (B, T, T), each row sums to 1
         out = weights @ v  # (B, T, T) x (B, T, D) -> (B, T, D)
         if return_weights:
@@ -211,18 +319,43 @@ class MultiHeadAttention(nn.Module):
     Args:
         n_head: H, the number of heads; must divide n_embed.
         n_embed: C, the width of the input and output vectors.
-        context_length: the longest sequence the layer accepts.
+        context_length: the training length.
+        position: a name in POSITIONS, as in Head.
+        max_length: the longest sequence accepted, as in Head.
     """
 
-    def __init__(self, n_head: int, n_embed: int, context_length: int):
+    def __init__(
+        self,
+        n_head: int,
+        n_embed: int,
+        context_length: int,
+        *,
+        position: str = "learned",
+        max_length: int | None = None,
+    ):
         super().__init__()
         _check_config(n_head, n_embed, context_length)
+        head_size = n_embed // n_head
+        _check_position(position, head_size, context_length, max_length)
         self.n_head = n_head
         self.n_embed = n_embed
         self.context_length = context_length
-        head_size = n_embed // n_head
+        self.position = position
+        self.max_length = max_length
+        # ALiBi gives every head its own slope: some look far back, some near.
+        slopes = alibi_slopes(n_head).tolist() if position == "alibi" else None
         self.heads = nn.ModuleList(
-            [Head(head_size, n_embed, context_length) for _ in range(n_head)]
+            [
+                Head(
+                    head_size,
+                    n_embed,
+                    context_length,
+                    position=position,
+                    alibi_slope=None if slopes is None else slopes[h],
+                    max_length=max_length,
+                )
+                for h in range(n_head)
+            ]
         )
         # Mixes the heads' findings; without it each head's D channels stay apart.
         self.proj = nn.Linear(n_embed, n_embed)
@@ -232,7 +365,7 @@ class MultiHeadAttention(nn.Module):
 
         With return_weights=True, returns (out, weights (B, H, T, T)).
         """
-        _check_input(x, self.n_embed, self.context_length)
+        _check_input(x, self.n_embed, self.context_length, self.max_length)
         if not return_weights:
             # H x (B, T, D) -> (B, T, C)
             out = torch.cat([h(x) for h in self.heads], dim=-1)
@@ -255,12 +388,23 @@ class CausalSelfAttention(nn.Module):
     Same arguments as MultiHeadAttention; `from_multihead` copies one's weights.
     """
 
-    def __init__(self, n_head: int, n_embed: int, context_length: int):
+    def __init__(
+        self,
+        n_head: int,
+        n_embed: int,
+        context_length: int,
+        *,
+        position: str = "learned",
+        max_length: int | None = None,
+    ):
         super().__init__()
         _check_config(n_head, n_embed, context_length)
+        _check_position(position, n_embed // n_head, context_length, max_length)
         self.n_head = n_head
         self.n_embed = n_embed
         self.context_length = context_length
+        self.position = position
+        self.max_length = max_length
         # One (C -> 3C) matmul instead of 3H small ones. Output channels: [0, C)
         # queries, [C, 2C) keys, [2C, 3C) values; in each, H heads of D channels.
         self.qkv = nn.Linear(n_embed, 3 * n_embed, bias=False)
@@ -271,7 +415,7 @@ class CausalSelfAttention(nn.Module):
 
         With return_weights=True, returns (out, weights (B, H, T, T)).
         """
-        _check_input(x, self.n_embed, self.context_length)
+        _check_input(x, self.n_embed, self.context_length, self.max_length)
         B, T, C = x.shape
         H, D = self.n_head, C // self.n_head
         q, k, v = self.qkv(x).split(C, dim=-1)  # (B, T, 3C) -> 3 x (B, T, C)
@@ -279,10 +423,19 @@ class CausalSelfAttention(nn.Module):
         q = q.view(B, T, H, D).transpose(1, 2)  # (B, T, C) -> (B, H, T, D)
         k = k.view(B, T, H, D).transpose(1, 2)  # (B, T, C) -> (B, H, T, D)
         v = v.view(B, T, H, D).transpose(1, 2)  # (B, T, C) -> (B, H, T, D)
+        q, k = apply_position(q, k, self.position)  # RoPE: per head, after split
+        # ALiBi's bias holds the causal mask too: -inf above the diagonal.
+        bias = None
+        if self.position == "alibi":
+            bias = alibi_mask(H, T, T).to(device=x.device, dtype=q.dtype)
         if return_weights:
             # The fused kernel never stores the (T, T) weights; this path does.
             mask = causal_mask(T).to(x.device)  # (T, T)
-            y, weights = scaled_dot_product_attention(q, k, v, mask)
+            y, weights = scaled_dot_product_attention(q, k, v, mask, bias=bias)
+        elif bias is not None:
+            # A float attn_mask is added to the scaled scores inside the kernel.
+            # (B, H, T, D) x3, (H, T, T) -> (B, H, T, D)
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
         else:
             # is_causal=True masks inside the kernel: no tril buffer needed.
             # (B, H, T, D) x3 -> (B, H, T, D)
@@ -302,7 +455,13 @@ class CausalSelfAttention(nn.Module):
                 f"mha must be a MultiHeadAttention, got {type(mha).__name__}"
             )
         proj = mha.proj.weight
-        new = cls(mha.n_head, mha.n_embed, mha.context_length)
+        new = cls(
+            mha.n_head,
+            mha.n_embed,
+            mha.context_length,
+            position=mha.position,
+            max_length=mha.max_length,
+        )
         new = new.to(device=proj.device, dtype=proj.dtype)
         with torch.no_grad():
             # Each head's Linear weight is (D, C); H of them stacked in head order

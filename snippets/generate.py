@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from snippets.attention import CausalSelfAttention
+from snippets.attention import CausalSelfAttention, alibi_mask, apply_position
 from snippets.model import GPT
 
 # --8<-- [end:imports]
@@ -119,20 +119,23 @@ def pick_next(
 class KVCache:
     """Keys and values of every layer for the positions computed so far.
 
-    Allocated once for context_length positions, (L, B, H, context_length, D)
-    each, and filled in place: appending never copies what is already there.
+    Allocated once for the longest sequence the model accepts (context_length,
+    or max_length if set), (L, B, H, that many, D) each, and filled in place:
+    appending never copies what is already there.
     """
 
     def __init__(self, model: GPT, batch_size: int):
         config = model.config
         H = config.n_head
         D = config.n_embed // H
-        shape = (config.n_layer, batch_size, H, config.context_length, D)
+        shape = (config.n_layer, batch_size, H, config.longest, D)
         weight = model.lm_head.weight
         self.k = torch.zeros(shape, dtype=weight.dtype, device=weight.device)
         self.v = torch.zeros_like(self.k)
         self.length = 0  # positions 0 .. length - 1 are filled
-        self.capacity = config.context_length
+        self.capacity = config.longest
+        # Named in the error of a full cache: the field that set the capacity.
+        self.limit = "max_length" if config.max_length else "context_length"
 
 
 def attend_with_cache(
@@ -148,11 +151,18 @@ def attend_with_cache(
     start, end = cache.length, cache.length + T_new
     q, k, v = attn.qkv(x).split(C, dim=-1)  # (B, T_new, 3C) -> 3 x (B, T_new, C)
     q = q.view(B, T_new, H, D).transpose(1, 2)  # (B, T_new, C) -> (B, H, T_new, D)
-    cache.k[layer, :, :, start:end] = k.view(B, T_new, H, D).transpose(1, 2)
+    k = k.view(B, T_new, H, D).transpose(1, 2)  # (B, T_new, C) -> (B, H, T_new, D)
+    # RoPE turns the new queries and keys to their own positions, start onwards;
+    # cached keys were turned when they were new and stay as they are.
+    q, k = apply_position(q, k, attn.position, offset=start)
+    cache.k[layer, :, :, start:end] = k
     cache.v[layer, :, :, start:end] = v.view(B, T_new, H, D).transpose(1, 2)
     keys = cache.k[layer, :, :, :end]  # (B, H, end, D)
     values = cache.v[layer, :, :, :end]  # (B, H, end, D)
-    if T_new == 1:
+    if attn.position == "alibi":
+        # Rows start .. end - 1 of the (H, end, end) bias, causal part included.
+        mask = alibi_mask(H, T_new, end).to(device=x.device, dtype=q.dtype)
+    elif T_new == 1:
         mask = None  # the newest position may see every position
     else:
         # New position start + i sees keys 0 .. start + i: the causal mask,
@@ -176,10 +186,9 @@ def forward_with_cache(model: GPT, idx: torch.Tensor, cache: KVCache):
     if cache.length + T_new > cache.capacity:
         raise ValueError(
             f"{cache.length} cached + {T_new} new positions exceed "
-            f"context_length={cache.capacity}"
+            f"{cache.limit}={cache.capacity}"
         )
-    positions = torch.arange(cache.length, cache.length + T_new, device=idx.device)
-    x = model.drop(model.tok_emb(idx) + model.pos_emb(positions))  # (B, T_new, C)
+    x = model.drop(model.embed(idx, start=cache.length))  # (B, T_new, C)
     for layer, block in enumerate(model.blocks):
         attention = attend_with_cache(block.attn, block.ln1(x), cache, layer)
         x = x + block.drop(attention)

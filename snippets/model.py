@@ -1,8 +1,9 @@
 """A decoder-only Transformer (GPT) around the attention of snippets/attention.py.
 
-Needs torch and two files of this folder: attention.py (the attention layers) and
-objectives.py (the loss). Shape letters: B batch, T sequence length, C channels
-(n_embed), H heads, V vocabulary size, L layers.
+Needs torch and three files of this folder: attention.py (the attention layers),
+positions.py (the position schemes) and objectives.py (the loss). Shape letters:
+B batch, T sequence length, C channels (n_embed), H heads, V vocabulary size,
+L layers.
 """
 
 # --8<-- [start:imports]
@@ -13,6 +14,7 @@ import torch.nn as nn
 
 from snippets.attention import CausalSelfAttention, MultiHeadAttention
 from snippets.objectives import lm_loss
+from snippets.positions import POSITIONS, WITHOUT_TABLE, sinusoidal_positions
 
 # --8<-- [end:imports]
 
@@ -35,6 +37,10 @@ class GPTConfig:
     dropout: float = 0.0  # 0 keeps outputs deterministic; 0.1-0.2 regularises
     tie_weights: bool = False  # True: the LM head reuses the token embedding table
     attention: str = "fused"  # a key of ATTENTION
+    position: str = "learned"  # how order gets in: a name in POSITIONS
+    # The longest T accepted; None: context_length. Longer than context_length
+    # only for a scheme without a table, to evaluate beyond the training length.
+    max_length: int | None = None
 
     def __post_init__(self):
         sizes = ("vocab_size", "context_length", "n_embed", "n_head", "n_layer")
@@ -57,6 +63,42 @@ class GPTConfig:
             raise ValueError(
                 f"attention ({self.attention!r}) must be one of {list(ATTENTION)}"
             )
+        if self.position not in POSITIONS:
+            raise ValueError(
+                f"position ({self.position!r}) must be one of {list(POSITIONS)}"
+            )
+        D = self.n_embed // self.n_head
+        if self.position == "rope" and D % 2:
+            raise ValueError(
+                f"position='rope' needs an even head size D = n_embed // n_head, "
+                f"got {self.n_embed} // {self.n_head} = {D}"
+            )
+        if self.position == "sinusoidal" and self.n_embed % 2:
+            raise ValueError(
+                f"position='sinusoidal' needs an even n_embed ({self.n_embed}): "
+                f"sin and cos take turns"
+            )
+        if self.max_length is not None:
+            if type(self.max_length) is not int or self.max_length < (
+                self.context_length
+            ):
+                raise ValueError(
+                    f"max_length ({self.max_length!r}) must be None or an int >= "
+                    f"context_length ({self.context_length})"
+                )
+            longer = self.max_length > self.context_length
+            if longer and self.position not in WITHOUT_TABLE:
+                raise ValueError(
+                    f"max_length ({self.max_length}) > context_length "
+                    f"({self.context_length}) needs a position scheme without a "
+                    f"table, one of {list(WITHOUT_TABLE)}: 'learned' has only "
+                    f"{self.context_length} rows"
+                )
+
+    @property
+    def longest(self) -> int:
+        """The longest sequence the model accepts."""
+        return self.max_length or self.context_length
 
 
 # --8<-- [end:config]
@@ -93,7 +135,13 @@ class Block(nn.Module):
         C = config.n_embed
         self.ln1 = nn.LayerNorm(C)
         attention = ATTENTION[config.attention]
-        self.attn = attention(config.n_head, C, config.context_length)
+        self.attn = attention(
+            config.n_head,
+            C,
+            config.context_length,
+            position=config.position,
+            max_length=config.max_length,
+        )
         self.drop = nn.Dropout(config.dropout)
         self.ln2 = nn.LayerNorm(C)
         self.mlp = MLP(config)
@@ -122,7 +170,8 @@ class GPT(nn.Module):
         self.config = config
         V, C = config.vocab_size, config.n_embed
         self.tok_emb = nn.Embedding(V, C)  # row v: the vector of token v
-        self.pos_emb = nn.Embedding(config.context_length, C)  # row t: position t
+        if config.position == "learned":  # row t: position t, learned
+            self.pos_emb = nn.Embedding(config.context_length, C)
         self.drop = nn.Dropout(config.dropout)
         self.blocks = nn.ModuleList([Block(config) for _ in range(config.n_layer)])
         self.ln_f = nn.LayerNorm(C)  # the stream is a sum of L blocks' outputs
@@ -145,15 +194,29 @@ class GPT(nn.Module):
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None):
         """idx (B, T) -> (logits (B, T, V), loss); loss is None without targets."""
         self._check_idx(idx)
-        B, T = idx.shape
-        tok = self.tok_emb(idx)  # (B, T) -> (B, T, C)
-        pos = self.pos_emb(torch.arange(T, device=idx.device))  # (T,) -> (T, C)
-        x = self.drop(tok + pos)  # (B, T, C) + (T, C) broadcast over B: (B, T, C)
+        x = self.drop(self.embed(idx))  # (B, T, C)
         for block in self.blocks:
             x = block(x)  # (B, T, C)
         logits = self.lm_head(self.ln_f(x))  # (B, T, C) -> (B, T, V)
         loss = None if targets is None else lm_loss(logits, targets)  # scalar
         return logits, loss
+
+    def embed(self, idx: torch.Tensor, start: int = 0) -> torch.Tensor:
+        """Token vectors plus, for "learned"/"sinusoidal", position vectors.
+
+        idx (B, T) holds the tokens at positions start .. start + T - 1 (start
+        > 0 under a KV cache) -> (B, T, C).
+        """
+        x = self.tok_emb(idx)  # (B, T) -> (B, T, C)
+        T, C = idx.size(1), self.config.n_embed
+        if self.config.position == "learned":
+            positions = torch.arange(start, start + T, device=idx.device)  # (T,)
+            x = x + self.pos_emb(positions)  # + (T, C), broadcast over B
+        elif self.config.position == "sinusoidal":
+            table = sinusoidal_positions(start + T, C)[start:]  # (T, C), fixed
+            x = x + table.to(device=x.device, dtype=x.dtype)  # broadcast over B
+        # "rope" and "alibi" act inside attention; "none" adds nothing at all.
+        return x  # (B, T, C)
 
     def _check_idx(self, idx: torch.Tensor) -> None:
         """idx must be (B, T) integer ids in [0, V), with T <= context_length.
@@ -171,7 +234,16 @@ class GPT(nn.Module):
         if idx.dim() != 2:
             raise ValueError(f"idx must have shape (B, T), got {tuple(idx.shape)}")
         T = idx.size(1)
-        if T > context_length:
+        max_length = self.config.max_length
+        if max_length is not None and T > max_length:
+            raise ValueError(f"T={T} exceeds max_length={max_length}")
+        if self.config.position != "learned" and T > self.config.longest:
+            raise ValueError(
+                f"T={T} exceeds context_length={context_length}, the training "
+                f"length; position={self.config.position!r} has no table: "
+                f"GPTConfig(max_length=...) accepts longer sequences"
+            )
+        if self.config.position == "learned" and T > context_length:
             raise ValueError(
                 f"T={T} exceeds context_length={context_length}: the position "
                 f"table has only {context_length} rows (crop idx to its last "
@@ -208,7 +280,9 @@ class GPT(nn.Module):
 def parameter_count(config: GPTConfig) -> int:
     """The number of trainable parameters of GPT(config), counted by hand."""
     V, C, L = config.vocab_size, config.n_embed, config.n_layer
-    embeddings = V * C + config.context_length * C  # token table + position table
+    embeddings = V * C  # the token table
+    if config.position == "learned":
+        embeddings += config.context_length * C  # the position table
     layer_norm = 2 * C  # a scale and a shift per channel
     # q, k and v: three (C, C) maps without bias, all heads together (the per-head
     # layer cuts the same weights into H slices); proj: C * C + C.

@@ -1,0 +1,184 @@
+"""How a Transformer learns token order: sinusoids, rotations (RoPE), linear biases.
+
+Needs only torch: copy this single file and run it. Shape letters: T sequence
+length, C channels (n_embed), H heads, D head size. The learned table of GPT-2
+is an nn.Embedding in snippets/model.py; "none" needs no code at all.
+"""
+
+# --8<-- [start:imports]
+import math
+
+import torch
+
+# --8<-- [end:imports]
+
+__all__ = [
+    "POSITIONS",
+    "sinusoidal_positions",
+    "rope_frequencies",
+    "apply_rope",
+    "alibi_slopes",
+    "alibi_bias",
+]
+
+# The schemes a GPTConfig may name. "learned" and "sinusoidal" add a vector to
+# each token's embedding; "rope" and "alibi" act inside attention; "none" adds
+# nothing and leaves the causal mask as the only source of order.
+POSITIONS = ("learned", "sinusoidal", "rope", "alibi", "none")
+# Schemes whose position information has no table: they can run on sequences
+# longer than the ones they were trained on (how well is an experiment).
+WITHOUT_TABLE = ("sinusoidal", "rope", "alibi", "none")
+
+
+def _check_size(name: str, value: int, *, even: bool = False) -> None:
+    """A positive int (and even where channels are used in pairs)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(
+            f"{name} ({value!r}) must be an int, got {type(value).__name__}"
+        )
+    if value <= 0:
+        raise ValueError(f"{name} ({value}) must be positive")
+    if even and value % 2:
+        raise ValueError(
+            f"{name} ({value}) must be even: channels are used in pairs "
+            f"(2i, 2i + 1), one pair per frequency"
+        )
+
+
+def _check_base(base: float) -> None:
+    if isinstance(base, bool) or not isinstance(base, (int, float)):
+        raise TypeError(f"base ({base!r}) must be a number")
+    if not base > 1:
+        raise ValueError(
+            f"base ({base}) must be > 1: the frequencies base ** (-2i / D) "
+            f"must fall from 1 towards 0"
+        )
+
+
+# --8<-- [start:sinusoidal]
+def sinusoidal_positions(T: int, C: int, base: float = 10000.0) -> torch.Tensor:
+    """The (T, C) table of Vaswani et al.: row t is added to token t's embedding.
+
+    Channel 2i holds sin(t * w_i) and channel 2i + 1 holds cos(t * w_i), with
+    w_i = base ** (-2i / C): the first pair turns once every 2 pi positions,
+    the last almost never, so together they tell positions far apart.
+
+    Args:
+        T: number of positions, a positive int.
+        C: channels, a positive even int.
+        base: the longest wavelength is about 2 pi * base.
+
+    Returns:
+        A (T, C) float32 tensor with values in [-1, 1].
+    """
+    _check_size("T", T)
+    _check_size("C", C, even=True)
+    _check_base(base)
+    t = torch.arange(T, dtype=torch.float64)  # (T,)
+    w = base ** (-torch.arange(0, C, 2, dtype=torch.float64) / C)  # (C/2,)
+    angles = t[:, None] * w[None, :]  # (T, 1) x (1, C/2) -> (T, C/2)
+    table = torch.empty(T, C, dtype=torch.float64)
+    table[:, 0::2] = angles.sin()  # even channels
+    table[:, 1::2] = angles.cos()  # odd channels
+    # Angles in float64: t * w_i keeps its digits for large t, rounded once.
+    return table.float()  # (T, C)
+
+
+# --8<-- [end:sinusoidal]
+
+
+# --8<-- [start:rope]
+def rope_frequencies(D: int, base: float = 10000.0) -> torch.Tensor:
+    """theta_i = base ** (-2i / D) for i = 0 .. D/2 - 1: radians per position.
+
+    Returns:
+        A (D/2,) float64 tensor, from 1 down to nearly 1 / base.
+    """
+    _check_size("D", D, even=True)
+    _check_base(base)
+    return base ** (-torch.arange(0, D, 2, dtype=torch.float64) / D)  # (D/2,)
+
+
+def apply_rope(x: torch.Tensor, offset: int = 0, base: float = 10000.0):
+    """Rotate each pair of channels (2i, 2i + 1) of x by (offset + t) * theta_i.
+
+    The pairs are adjacent channels, as in the RoFormer paper's equations.
+    A query rotated to position m and a key rotated to position n score
+    q . k after both rotations = q^T R((n - m) theta) k: only the distance
+    n - m is left, whatever m and n are.
+
+    Args:
+        x: queries or keys (..., T, D), D even; row t sits at position
+            offset + t.
+        offset: the position of row 0, e.g. the number of tokens already in a
+            KV cache.
+        base: as in rope_frequencies.
+
+    Returns:
+        A tensor like x, each pair of channels turned, its length unchanged.
+    """
+    if not isinstance(x, torch.Tensor) or x.dim() < 2:
+        raise ValueError("x must be a tensor of shape (..., T, D)")
+    T, D = x.shape[-2:]
+    if D % 2:
+        raise ValueError(
+            f"apply_rope needs an even head size D, got D={D}: channels are "
+            f"rotated in pairs (2i, 2i + 1)"
+        )
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise ValueError(f"offset ({offset!r}) must be an int >= 0")
+    positions = torch.arange(offset, offset + T, dtype=torch.float64)  # (T,)
+    theta = rope_frequencies(D, base)  # (D/2,)
+    angles = (positions[:, None] * theta[None, :]).to(x.device)  # (T, D/2)
+    cos = angles.cos().to(x.dtype)  # (T, D/2)
+    sin = angles.sin().to(x.dtype)  # (T, D/2)
+    x1, x2 = x[..., 0::2], x[..., 1::2]  # (..., T, D/2) each: the pairs
+    # The 2x2 rotation [[cos, -sin], [sin, cos]] applied to every (x1, x2).
+    y1 = x1 * cos - x2 * sin  # (..., T, D/2)
+    y2 = x1 * sin + x2 * cos  # (..., T, D/2)
+    # Interleave back: channel 2i from y1, 2i + 1 from y2. (..., T, D)
+    return torch.stack([y1, y2], dim=-1).flatten(-2)
+
+
+# --8<-- [end:rope]
+
+
+# --8<-- [start:alibi]
+def alibi_slopes(n_head: int) -> torch.Tensor:
+    """ALiBi's slope per head: a geometric sequence, steepest first.
+
+    For H a power of two: 2 ** (-8 / H), its square, cube, ... up to 2 ** -8;
+    H = 8 gives 1/2, 1/4, ..., 1/256. For other H (the rule of the paper's
+    code): the slopes of the largest power of two p below H, then every other
+    slope of the 2p sequence, which fall between those, until H are taken.
+
+    Returns:
+        An (H,) float32 tensor.
+    """
+    _check_size("n_head", n_head)
+
+    def geometric(n: int) -> list[float]:  # n a power of two
+        first = 2.0 ** (-8.0 / n)
+        return [first ** (h + 1) for h in range(n)]
+
+    p = 2 ** math.floor(math.log2(n_head))  # the largest power of two <= H
+    slopes = geometric(p) + geometric(2 * p)[0::2][: n_head - p]
+    return torch.tensor(slopes, dtype=torch.float32)  # (H,)
+
+
+def alibi_bias(n_head: int, T: int) -> torch.Tensor:
+    """The (H, T, T) float mask: -slope_h * (i - j) for key j <= query i.
+
+    0 on the diagonal, falling by slope_h per step back; -inf above the
+    diagonal, so it is the whole causal attention mask for the fused kernel
+    (softmax turns -inf into weight 0). Added to the scaled scores.
+    """
+    _check_size("T", T)
+    slopes = alibi_slopes(n_head)  # (H,)
+    i = torch.arange(T)
+    distance = (i[:, None] - i[None, :]).float()  # (T, T): i - j, query i, key j
+    bias = -slopes[:, None, None] * distance  # (H, 1, 1) x (T, T) -> (H, T, T)
+    return bias.masked_fill(distance < 0, float("-inf"))  # (H, T, T)
+
+
+# --8<-- [end:alibi]
