@@ -4,6 +4,7 @@ No timing is asserted; the committed benchmark result is checked for what the pa
 """
 
 import dataclasses
+import itertools
 import math
 
 import pytest
@@ -248,3 +249,25 @@ def test_cache_needs_the_fused_layer_and_has_a_capacity():
     forward_with_cache(fused, ids(1, 20), cache)
     with pytest.raises(ValueError, match=r"20 cached \+ 5 new positions exceed context_length=24"):
         forward_with_cache(fused, ids(1, 5), cache)
+
+
+# --- position schemes ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("position", ["learned", "sinusoidal", "rope", "alibi", "none"])
+def test_cache_serves_every_position_scheme(position):
+    # Past context_length too where the scheme has no table: RoPE and ALiBi then
+    # need the cache's offset for positions the model never trained on.
+    max_length = None if position == "learned" else 2 * CONFIG.context_length
+    config = dataclasses.replace(CONFIG, position=position, max_length=max_length)
+    model = make(config)
+    T_all = config.max_length or config.context_length
+    idx = ids(2, T_all)
+    cache = KVCache(model, batch_size=2)
+    assert cache.capacity == T_all
+    cuts = (0, 7, 8, 9, T_all - 5, T_all)  # a prompt, single tokens, chunks
+    pieces = [forward_with_cache(model, idx[:, a:b], cache) for a, b in itertools.pairwise(cuts)]
+    with torch.no_grad():
+        assert_close(torch.cat(pieces, dim=1), model(idx)[0], rtol=1e-5, atol=1e-5)
+    cached = generate(model, idx[:, :5], 30, greedy=True)
+    assert torch.equal(cached, generate(model, idx[:, :5], 30, greedy=True, kv_cache=False))
