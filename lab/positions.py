@@ -1,0 +1,287 @@
+"""Five position schemes, one model, one corpus: the positions page's experiment.
+
+    python -m lab.positions            # writes docs/assets/results/positions.json + SVGs
+    python -m lab.positions --quick --out /tmp/positions   # seconds: the suite's run
+
+The same small GPT is trained on the guide's Markov language with each scheme in
+snippets/positions.py (same seed, steps, sizes, batches). Validation loss is measured
+on the same held-out tokens cut into windows of the training length, 2x and 4x, and
+reported as excess nats over the language's entropy rate (the lowest loss possible).
+"""
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from snippets.data import get_batch
+from snippets.model import GPT, GPTConfig
+from snippets.positions import (
+    POSITIONS,
+    WITHOUT_TABLE,
+    alibi_bias,
+    apply_rope,
+    sinusoidal_positions,
+)
+from snippets.train import (
+    load_corpus,
+    lr_at,
+    machine_info,
+    make_optimizer,
+    train_step,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "docs" / "assets" / "results"
+RESULT_FILE = RESULTS / "positions.json"
+SCHEMA = "attention-guide/positions/1"
+FACTORS = (1, 2, 4)  # evaluation lengths, in multiples of the training length
+
+
+@dataclasses.dataclass(frozen=True)
+class Setup:
+    """Everything a run depends on besides the scheme."""
+
+    context_length: int = 64  # the training length
+    n_layer: int = 2
+    n_head: int = 4
+    n_embed: int = 64
+    steps: int = 600
+    batch_size: int = 32
+    lr: float = 3e-3
+    min_lr: float = 3e-4
+    warmup_steps: int = 50
+    weight_decay: float = 0.1
+    corpus_chars: int = 200_000
+    val_tokens: int = 16_384  # scored at every length: the same tokens each time
+    seed: int = 0
+
+
+FULL = Setup()
+QUICK = Setup(
+    context_length=16,
+    n_layer=1,
+    n_head=2,
+    n_embed=16,
+    steps=30,
+    batch_size=8,
+    warmup_steps=5,
+    corpus_chars=20_000,
+    val_tokens=1_024,
+)
+
+
+def model_config(setup: Setup, position: str, vocab_size: int) -> GPTConfig:
+    longest = setup.context_length * max(FACTORS)
+    return GPTConfig(
+        vocab_size=vocab_size,
+        context_length=setup.context_length,
+        n_embed=setup.n_embed,
+        n_head=setup.n_head,
+        n_layer=setup.n_layer,
+        tie_weights=True,
+        position=position,
+        # Only schemes without a table may be asked for more than they saw.
+        max_length=longest if position in WITHOUT_TABLE else None,
+    )
+
+
+@torch.no_grad()
+def excess_loss(model: GPT, val: torch.Tensor, length: int, n_tokens: int, best: float):
+    """Mean loss minus the entropy rate over n_tokens held-out targets, windows of length."""
+    n = n_tokens // length
+    x = val[: n * length].view(n, length)  # (n, length)
+    y = val[1 : n * length + 1].view(n, length)
+    model.eval()
+    total = 0.0
+    for i in range(0, n, 16):
+        _, loss = model(x[i : i + 16], y[i : i + 16])
+        total += loss.item() * y[i : i + 16].numel()
+    model.train()
+    return total / y.numel() - best
+
+
+def train_one(setup: Setup, position: str, corpus) -> tuple[GPT, dict]:
+    """Train one model; returns it and its row of the table."""
+    config = model_config(setup, position, corpus.tokenizer.vocab_size)
+    torch.manual_seed(setup.seed)  # same initial weights where the schemes agree
+    model = GPT(config)
+    optimizer = make_optimizer(model, setup.lr, setup.weight_decay)
+    generator = torch.Generator().manual_seed(setup.seed)  # the same batches
+    start = time.process_time()
+    for step in range(setup.steps):
+        lr = lr_at(step, setup.lr, setup.min_lr, setup.warmup_steps, setup.steps)
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        x, y = get_batch(corpus.train, setup.batch_size, setup.context_length, generator)
+        train_step(model, optimizer, [(x, y)], grad_clip=1.0)
+    seconds = time.process_time() - start
+    row = {"position": position, "parameters": sum(p.numel() for p in model.parameters())}
+    for factor in FACTORS:
+        length = setup.context_length * factor
+        if length > config.max_length if config.max_length else length > config.context_length:
+            row[f"excess_{factor}x"] = None  # a table has no rows for these positions
+        else:
+            value = excess_loss(model, corpus.val, length, setup.val_tokens, corpus.best_loss)
+            row[f"excess_{factor}x"] = round(value, 4)
+    row["train_cpu_seconds"] = round(seconds, 1)
+    return model, row
+
+
+def run(setup: Setup) -> tuple[dict, dict[str, GPT]]:
+    corpus = load_corpus("markov", setup.corpus_chars)
+    rows, models = [], {}
+    for position in POSITIONS:
+        model, row = train_one(setup, position, corpus)
+        rows.append(row)
+        models[position] = model
+    result = {
+        "schema": SCHEMA,
+        "setup": dataclasses.asdict(setup),
+        "entropy_rate": round(corpus.best_loss, 6),
+        "factors": list(FACTORS),
+        "rows": rows,
+        "machine": machine_info(),
+    }
+    return result, models
+
+
+# ------------------------------------------------------------------ figures
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plt.rcParams["svg.hashsalt"] = "attention-guide"
+    plt.rcParams["svg.fonttype"] = "none"
+    return plt
+
+
+def _save(fig, path: Path) -> None:
+    fig.tight_layout()
+    fig.savefig(path, metadata={"Date": None}, transparent=True)
+
+
+def plot_sinusoidal(path: Path, T: int = 64, C: int = 64) -> None:
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6.4, 3.2))
+    image = ax.imshow(sinusoidal_positions(T, C).T.numpy(), aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1)
+    ax.set_xlabel("position t")
+    ax.set_ylabel("channel")
+    fig.colorbar(image, ax=ax)
+    _save(fig, path)
+    plt.close(fig)
+
+
+def plot_rope(path: Path, D: int = 16, positions: int = 12) -> None:
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(4.2, 4.2))
+    x = torch.zeros(positions, D)
+    x[:, 0::2] = 1.0  # every pair starts at (1, 0)
+    y = apply_rope(x).numpy()  # row t: the vector at position t
+    for i in (0, 1, 2):
+        ax.plot(y[:, 2 * i], y[:, 2 * i + 1], marker="o", label=f"pair i={i}")
+    for t in (1, 2, 3):
+        ax.annotate(f"t={t}", (y[t, 0], y[t, 1]), fontsize="small")
+    ax.set_aspect("equal")
+    ax.set_xlabel("channel 2i")
+    ax.set_ylabel("channel 2i + 1")
+    ax.legend(fontsize="small")
+    _save(fig, path)
+    plt.close(fig)
+
+
+def plot_alibi(path: Path, n_head: int = 8, T: int = 16) -> None:
+    plt = _pyplot()
+    bias = alibi_bias(n_head, T).numpy()  # (H, T, T)
+    fig, ax = plt.subplots(figsize=(6.4, 3.2))
+    for h in range(n_head):
+        ax.plot(range(T), bias[h, -1][::-1], label=f"head {h}")
+    ax.set_xlabel("distance i - j back from the query")
+    ax.set_ylabel("bias added to the score")
+    ax.legend(fontsize="x-small", ncol=2)
+    _save(fig, path)
+    plt.close(fig)
+
+
+def plot_learned(path: Path, model: GPT) -> None:
+    plt = _pyplot()
+    table = model.pos_emb.weight.detach()  # (T, C)
+    unit = table / table.norm(dim=1, keepdim=True)
+    fig, ax = plt.subplots(figsize=(4.2, 3.6))
+    image = ax.imshow((unit @ unit.T).numpy(), cmap="RdBu_r", vmin=-1, vmax=1)
+    ax.set_xlabel("position")
+    ax.set_ylabel("position")
+    fig.colorbar(image, ax=ax, label="cosine similarity")
+    _save(fig, path)
+    plt.close(fig)
+
+
+def plot_excess(path: Path, result: dict) -> None:
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6.4, 3.2))
+    for row in result["rows"]:
+        factors = [f for f in result["factors"] if row[f"excess_{f}x"] is not None]
+        ax.plot(factors, [row[f"excess_{f}x"] for f in factors], marker="o", label=row["position"])
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(result["factors"], [f"{f}x" for f in result["factors"]])
+    ax.set_xlabel("evaluation length / training length")
+    ax.set_ylabel("excess loss, nats")
+    ax.legend(fontsize="small")
+    _save(fig, path)
+    plt.close(fig)
+
+
+# ------------------------------------------------------------------ command
+
+
+def table(result: dict) -> str:
+    """The Markdown table of the page."""
+    head = ["scheme", "parameters"] + [f"excess at {f}x" for f in result["factors"]]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for row in result["rows"]:
+        cells = [row["position"], str(row["parameters"])]
+        for f in result["factors"]:
+            value = row[f"excess_{f}x"]
+            cells.append("cannot run" if value is None else f"{value:.3f}")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def write_json(result: dict, path: Path) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    os.replace(tmp, path)  # readers see the old file or the new one, never half
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m lab.positions", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="tiny sizes: a few seconds")
+    parser.add_argument("--out", type=Path, default=RESULTS, help="folder for JSON and SVGs")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)  # the same sums in the same order on every machine
+    setup = QUICK if args.quick else FULL
+    result, models = run(setup)
+    result["command"] = "python -m lab.positions" + (" --quick" if args.quick else "")
+    args.out.mkdir(parents=True, exist_ok=True)
+    write_json(result, args.out / "positions.json")
+    plot_sinusoidal(args.out / "positions-sinusoidal.svg")
+    plot_rope(args.out / "positions-rope.svg")
+    plot_alibi(args.out / "positions-alibi.svg")
+    plot_learned(args.out / "positions-learned.svg", models["learned"])
+    plot_excess(args.out / "positions-excess.svg", result)
+    print(table(result))
+    print(f"wrote {args.out / 'positions.json'}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
