@@ -201,6 +201,7 @@ class GPT(nn.Module):
         loss = None if targets is None else lm_loss(logits, targets)  # scalar
         return logits, loss
 
+    # --8<-- [start:embed]
     def embed(self, idx: torch.Tensor, start: int = 0) -> torch.Tensor:
         """Token vectors plus, for "learned"/"sinusoidal", position vectors.
 
@@ -217,6 +218,8 @@ class GPT(nn.Module):
             x = x + table.to(device=x.device, dtype=x.dtype)  # broadcast over B
         # "rope" and "alibi" act inside attention; "none" adds nothing at all.
         return x  # (B, T, C)
+
+    # --8<-- [end:embed]
 
     def _check_idx(self, idx: torch.Tensor) -> None:
         """idx must be (B, T) integer ids in [0, V), with T <= context_length.
