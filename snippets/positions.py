@@ -30,6 +30,7 @@ POSITIONS = ("learned", "sinusoidal", "rope", "alibi", "none")
 WITHOUT_TABLE = ("sinusoidal", "rope", "alibi", "none")
 
 
+# --8<-- [start:checks]
 def _check_size(name: str, value: int, *, even: bool = False) -> None:
     """A positive int (and even where channels are used in pairs)."""
     if isinstance(value, bool) or not isinstance(value, int):
@@ -53,6 +54,9 @@ def _check_base(base: float) -> None:
             f"base ({base}) must be > 1: the frequencies base ** (-2i / D) "
             f"must fall from 1 towards 0"
         )
+
+
+# --8<-- [end:checks]
 
 
 # --8<-- [start:sinusoidal]
@@ -176,9 +180,9 @@ def alibi_bias(n_head: int, T: int) -> torch.Tensor:
     _check_size("T", T)
     slopes = alibi_slopes(n_head)  # (H,)
     i = torch.arange(T)
-    distance = (i[:, None] - i[None, :]).float()  # (T, T): i - j, query i, key j
-    bias = -slopes[:, None, None] * distance  # (H, 1, 1) x (T, T) -> (H, T, T)
-    return bias.masked_fill(distance < 0, float("-inf"))  # (H, T, T)
+    back = (i[None, :] - i[:, None]).float()  # (T, T): j - i, <= 0 for j <= i
+    bias = slopes[:, None, None] * back  # (H, 1, 1) x (T, T) -> (H, T, T)
+    return bias.masked_fill(back > 0, float("-inf"))  # (H, T, T)
 
 
 # --8<-- [end:alibi]
