@@ -12,6 +12,7 @@ reported as excess nats over the language's entropy rate (the lowest loss possib
 import argparse
 import dataclasses
 import json
+import math
 import os
 import sys
 import time
@@ -25,7 +26,9 @@ from snippets.positions import (
     POSITIONS,
     WITHOUT_TABLE,
     alibi_bias,
+    alibi_slopes,
     apply_rope,
+    rope_frequencies,
     sinusoidal_positions,
 )
 from snippets.train import (
@@ -190,19 +193,26 @@ def plot_sinusoidal(path: Path, T: int = 64, C: int = 64) -> None:
 
 
 def plot_rope(path: Path, D: int = 16, positions: int = 12) -> None:
+    """One vector at positions 0 .. positions - 1: three of its pairs, turning."""
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(4.2, 4.2))
+    fig, ax = plt.subplots(figsize=(4.4, 4.4))
+    circle = torch.linspace(0, 2 * math.pi, 200)
+    ax.plot(circle.cos().numpy(), circle.sin().numpy(), color="grey", linewidth=0.6)
     x = torch.zeros(positions, D)
     x[:, 0::2] = 1.0  # every pair starts at (1, 0)
     y = apply_rope(x).numpy()  # row t: the vector at position t
+    theta = rope_frequencies(D).tolist()
     for i in (0, 1, 2):
-        ax.plot(y[:, 2 * i], y[:, 2 * i + 1], marker="o", label=f"pair i={i}")
-    for t in (1, 2, 3):
-        ax.annotate(f"t={t}", (y[t, 0], y[t, 1]), fontsize="small")
+        label = f"pair {i}: {theta[i]:.3g} rad per position"
+        ax.plot(y[:, 2 * i], y[:, 2 * i + 1], "o", markersize=4, label=label)
+    for t in range(7):  # pair 0 turns one radian per position
+        ax.annotate(f"{t}", (y[t, 0] * 1.12, y[t, 1] * 1.12), ha="center", va="center")
     ax.set_aspect("equal")
+    ax.set_xlim(-1.35, 1.35)
+    ax.set_ylim(-1.35, 1.35)
     ax.set_xlabel("channel 2i")
     ax.set_ylabel("channel 2i + 1")
-    ax.legend(fontsize="small")
+    ax.legend(fontsize="small", loc="center")
     _save(fig, path)
     plt.close(fig)
 
@@ -211,8 +221,10 @@ def plot_alibi(path: Path, n_head: int = 8, T: int = 16) -> None:
     plt = _pyplot()
     bias = alibi_bias(n_head, T).numpy()  # (H, T, T)
     fig, ax = plt.subplots(figsize=(6.4, 3.2))
+    slopes = alibi_slopes(n_head).tolist()
     for h in range(n_head):
-        ax.plot(range(T), bias[h, -1][::-1], label=f"head {h}")
+        label = f"head {h}: slope 1/{round(1 / slopes[h])}"
+        ax.plot(range(T), bias[h, -1][::-1], label=label)
     ax.set_xlabel("distance i - j back from the query")
     ax.set_ylabel("bias added to the score")
     ax.legend(fontsize="x-small", ncol=2)
