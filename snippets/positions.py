@@ -103,7 +103,9 @@ def rope_frequencies(D: int, base: float = 10000.0) -> torch.Tensor:
     return base ** (-torch.arange(0, D, 2, dtype=torch.float64) / D)  # (D/2,)
 
 
-def apply_rope(x: torch.Tensor, offset: int = 0, base: float = 10000.0):
+def apply_rope(
+    x: torch.Tensor, offset: int = 0, base: float = 10000.0
+) -> torch.Tensor:
     """Rotate each pair of channels (2i, 2i + 1) of x by (offset + t) * theta_i.
 
     The pairs are adjacent channels, as in the RoFormer paper's equations.
