@@ -187,7 +187,7 @@ def test_no_induction_head_without_the_causal_mask(monkeypatch):
 def test_no_induction_head_with_uniform_attention(monkeypatch):
     """Replace the attention weights by uniform ones over the allowed keys."""
 
-    def uniform(q, k, v, mask=None):
+    def uniform(q, k, v, mask=None, *, bias=None):  # bias: ALiBi, None here
         allowed = mask.to(v.dtype)  # (T, T)
         weights = (allowed / allowed.sum(-1, keepdim=True)).expand(*q.shape[:-1], -1)
         return weights @ v, weights
