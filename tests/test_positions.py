@@ -298,3 +298,5 @@ def test_committed_result_is_the_full_experiment():
     assert result["command"] == "python -m lab.positions"
     assert result["machine"]["cpu_model"]
     assert [row["position"] for row in result["rows"]] == list(POSITIONS)
+    for name in ("sinusoidal", "rope", "alibi", "learned", "excess"):  # the page's figures
+        assert (experiment.RESULT_FILE.parent / f"positions-{name}.svg").is_file()
