@@ -247,6 +247,110 @@ def attention_cost(data: dict, what: str):
     return fig
 
 
+# ------------------------------------------------------------------ positions
+
+
+def sinusoidal_table(T: int = 64, C: int = 64):
+    """The sinusoidal position table (snippets.positions), channels against positions."""
+    from snippets.positions import sinusoidal_positions
+
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(6.4, 3.2))
+    table = sinusoidal_positions(T, C).T.numpy()  # (C, T): positions along x
+    image = ax.imshow(table, aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1)
+    ax.set_xlabel("position t")
+    ax.set_ylabel("channel")
+    fig.colorbar(image, ax=ax)
+    fig.tight_layout()
+    return fig
+
+
+def rope_rotation(D: int = 16, positions: int = 12):
+    """One vector at positions 0 .. positions - 1: three of its RoPE pairs turning on
+    the unit circle, each at its own speed."""
+    import math
+
+    import torch
+
+    from snippets.positions import apply_rope, rope_frequencies
+
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(4.4, 4.4))
+    circle = torch.linspace(0, 2 * math.pi, 200)
+    ax.plot(circle.cos().numpy(), circle.sin().numpy(), color=INK, linewidth=0.6)
+    x = torch.zeros(positions, D)
+    x[:, 0::2] = 1.0  # every pair starts at (1, 0)
+    y = apply_rope(x).numpy()  # row t: the vector at position t
+    theta = rope_frequencies(D).tolist()
+    for i in (0, 1, 2):
+        label = f"pair {i}: {theta[i]:.3g} rad per position"
+        ax.plot(y[:, 2 * i], y[:, 2 * i + 1], "o", markersize=4, label=label)
+    for t in range(7):  # pair 0 turns one radian per position: number its first points
+        ax.annotate(f"{t}", (y[t, 0] * 1.12, y[t, 1] * 1.12), ha="center", va="center")
+    ax.set_aspect("equal")
+    ax.set_xlim(-1.35, 1.35)
+    ax.set_ylim(-1.35, 1.35)
+    ax.set_xlabel("channel 2i")
+    ax.set_ylabel("channel 2i + 1")
+    ax.legend(fontsize="small", loc="center")
+    fig.tight_layout()
+    return fig
+
+
+def alibi_biases(n_head: int = 8, T: int = 16):
+    """The bias ALiBi adds to a score, against the distance back, one line per head."""
+    from snippets.positions import alibi_bias, alibi_slopes
+
+    plt = pyplot()
+    bias = alibi_bias(n_head, T)[:, -1].flip(-1).numpy()  # (H, T): last query, distance 0..
+    slopes = alibi_slopes(n_head).tolist()
+    fig, ax = plt.subplots(figsize=(6.4, 3.2))
+    for h in range(n_head):
+        style = "-" if h < len(COLORS) else "--"  # more heads than colours
+        label = f"head {h}: slope 1/{round(1 / slopes[h])}"
+        ax.plot(range(T), bias[h], style, label=label)
+    ax.set_xlabel("distance i - j back from the query")
+    ax.set_ylabel("bias added to the score")
+    ax.grid(True)
+    ax.legend(fontsize="x-small", ncol=2)
+    fig.tight_layout()
+    return fig
+
+
+def learned_similarity(data: dict):
+    """Cosine similarity of the trained "learned" position vectors, position against
+    position (a result of `python -m lab.positions`)."""
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(4.4, 3.8))
+    image = ax.imshow(data["learned_similarity"], cmap="RdBu_r", vmin=-1, vmax=1)
+    ax.set_xlabel("position")
+    ax.set_ylabel("position")
+    fig.colorbar(image, ax=ax, label="cosine similarity")
+    fig.tight_layout()
+    return fig
+
+
+def position_excess(data: dict):
+    """Excess loss of each position scheme at 1x, 2x, 4x the training length (a result
+    of `python -m lab.positions`)."""
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(6.4, 3.2))
+    for row in data["rows"]:
+        factors = [f for f in data["factors"] if row[f"excess_{f}x"] is not None]
+        excess = [row[f"excess_{f}x"] for f in factors]
+        ax.plot(factors, excess, marker="o", label=row["position"])
+    ax.axhline(data["chain_excess"], color=INK, linestyle="--", label="the chain itself")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(data["factors"], [f"{f}x" for f in data["factors"]])
+    ax.minorticks_off()
+    ax.set_xlabel("evaluation length / training length")
+    ax.set_ylabel("excess loss, nats per character")
+    ax.grid(True)
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    return fig
+
+
 # ------------------------------------------------------------------ notebook
 
 
@@ -333,6 +437,7 @@ def committed_figures() -> dict[Path, object]:
         return lr_schedule(TrainConfig())
 
     cost = RESULTS_DIR / "attention-cost.json"
+    positions = RESULTS_DIR / "positions.json"
     return {
         RESULTS_DIR / "attention-cost-time.svg": lambda: attention_cost(load(cost), "time"),
         RESULTS_DIR / "attention-cost-memory.svg": lambda: attention_cost(load(cost), "memory"),
@@ -343,6 +448,11 @@ def committed_figures() -> dict[Path, object]:
         TRAINING_RESULTS / "kv-cache.svg": lambda: kv_cache(
             load(TRAINING_RESULTS / "kv-cache.json")
         ),
+        RESULTS_DIR / "positions-sinusoidal.svg": sinusoidal_table,
+        RESULTS_DIR / "positions-rope.svg": rope_rotation,
+        RESULTS_DIR / "positions-alibi.svg": alibi_biases,
+        RESULTS_DIR / "positions-learned.svg": lambda: learned_similarity(load(positions)),
+        RESULTS_DIR / "positions-excess.svg": lambda: position_excess(load(positions)),
     }
 
 

@@ -11,40 +11,30 @@ reported as excess nats over the language's entropy rate (the lowest loss possib
 
 import argparse
 import dataclasses
-import json
-import math
-import os
 import sys
 import time
 from pathlib import Path
 
 import torch
 
+from lab import plotting
+from lab.common import RESULTS_DIR, command_line, progress, result_header, write_json
 from snippets.data import get_batch
 from snippets.model import GPT, GPTConfig
-from snippets.positions import (
-    POSITIONS,
-    WITHOUT_TABLE,
-    alibi_bias,
-    alibi_slopes,
-    apply_rope,
-    rope_frequencies,
-    sinusoidal_positions,
-)
-from snippets.train import (
-    load_corpus,
-    lr_at,
-    machine_info,
-    make_optimizer,
-    markov_loss,
-    train_step,
-)
+from snippets.positions import POSITIONS, WITHOUT_TABLE
+from snippets.train import lr_at, make_optimizer, train_step
+from snippets.train_data import load_corpus, markov_loss
 
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "docs" / "assets" / "results"
-RESULT_FILE = RESULTS / "positions.json"
+RESULT_FILE = RESULTS_DIR / "positions.json"
 SCHEMA = "attention-guide/positions/1"
 FACTORS = (1, 2, 4)  # evaluation lengths, in multiples of the training length
+FIGURES = {  # file name -> the lab.plotting function drawing it
+    "positions-sinusoidal.svg": lambda result: plotting.sinusoidal_table(),
+    "positions-rope.svg": lambda result: plotting.rope_rotation(),
+    "positions-alibi.svg": lambda result: plotting.alibi_biases(),
+    "positions-learned.svg": plotting.learned_similarity,
+    "positions-excess.svg": plotting.position_excess,
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -128,7 +118,7 @@ def train_one(setup: Setup, position: str, corpus) -> tuple[GPT, dict]:
     row = {"position": position, "parameters": sum(p.numel() for p in model.parameters())}
     for factor in FACTORS:
         length = setup.context_length * factor
-        if length > config.max_length if config.max_length else length > config.context_length:
+        if length > config.longest:
             row[f"excess_{factor}x"] = None  # a table has no rows for these positions
         else:
             value = excess_loss(model, corpus.val, length, setup.val_tokens, corpus.best_loss)
@@ -137,128 +127,36 @@ def train_one(setup: Setup, position: str, corpus) -> tuple[GPT, dict]:
     return model, row
 
 
-def run(setup: Setup) -> tuple[dict, dict[str, GPT]]:
+def learned_similarity(model: GPT) -> list[list[float]]:
+    """Cosine similarity of the learned position vectors, position against position."""
+    table = model.pos_emb.weight.detach()  # (T, C)
+    unit = table / table.norm(dim=1, keepdim=True)
+    return [[round(x, 3) for x in row] for row in (unit @ unit.T).tolist()]  # (T, T)
+
+
+def run(setup: Setup, command: str) -> dict:
+    """Train and score the five models; the content of the result file."""
     corpus = load_corpus("markov", setup.corpus_chars)
+    result = result_header(SCHEMA, command)
     rows, models = [], {}
     for position in POSITIONS:
-        model, row = train_one(setup, position, corpus)
+        progress(f"training with position={position!r}")
+        models[position], row = train_one(setup, position, corpus)
         rows.append(row)
-        models[position] = model
     # The chain's own loss on the same held-out targets: the sample's noise floor.
     # A finite sample's loss differs from the entropy rate by chance; a model at
     # the floor shows this excess, not 0.
     n = setup.val_tokens
     chain = markov_loss(corpus.val[:n].view(1, n), corpus.val[1 : n + 1].view(1, n))
-    result = {
-        "schema": SCHEMA,
-        "setup": dataclasses.asdict(setup),
-        "entropy_rate": round(corpus.best_loss, 6),
-        "chain_excess": round(chain - corpus.best_loss, 4),
-        "factors": list(FACTORS),
-        "rows": rows,
-        "machine": machine_info(),
-    }
-    return result, models
-
-
-# ------------------------------------------------------------------ figures
-
-
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    plt.rcParams["svg.hashsalt"] = "attention-guide"
-    plt.rcParams["svg.fonttype"] = "none"
-    return plt
-
-
-def _save(fig, path: Path) -> None:
-    fig.tight_layout()
-    fig.savefig(path, metadata={"Date": None}, transparent=True)
-
-
-def plot_sinusoidal(path: Path, T: int = 64, C: int = 64) -> None:
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(6.4, 3.2))
-    table = sinusoidal_positions(T, C).T.numpy()  # (C, T): positions along x
-    image = ax.imshow(table, aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1)
-    ax.set_xlabel("position t")
-    ax.set_ylabel("channel")
-    fig.colorbar(image, ax=ax)
-    _save(fig, path)
-    plt.close(fig)
-
-
-def plot_rope(path: Path, D: int = 16, positions: int = 12) -> None:
-    """One vector at positions 0 .. positions - 1: three of its pairs, turning."""
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(4.4, 4.4))
-    circle = torch.linspace(0, 2 * math.pi, 200)
-    ax.plot(circle.cos().numpy(), circle.sin().numpy(), color="grey", linewidth=0.6)
-    x = torch.zeros(positions, D)
-    x[:, 0::2] = 1.0  # every pair starts at (1, 0)
-    y = apply_rope(x).numpy()  # row t: the vector at position t
-    theta = rope_frequencies(D).tolist()
-    for i in (0, 1, 2):
-        label = f"pair {i}: {theta[i]:.3g} rad per position"
-        ax.plot(y[:, 2 * i], y[:, 2 * i + 1], "o", markersize=4, label=label)
-    for t in range(7):  # pair 0 turns one radian per position
-        ax.annotate(f"{t}", (y[t, 0] * 1.12, y[t, 1] * 1.12), ha="center", va="center")
-    ax.set_aspect("equal")
-    ax.set_xlim(-1.35, 1.35)
-    ax.set_ylim(-1.35, 1.35)
-    ax.set_xlabel("channel 2i")
-    ax.set_ylabel("channel 2i + 1")
-    ax.legend(fontsize="small", loc="center")
-    _save(fig, path)
-    plt.close(fig)
-
-
-def plot_alibi(path: Path, n_head: int = 8, T: int = 16) -> None:
-    plt = _pyplot()
-    bias = alibi_bias(n_head, T).numpy()  # (H, T, T)
-    fig, ax = plt.subplots(figsize=(6.4, 3.2))
-    slopes = alibi_slopes(n_head).tolist()
-    for h in range(n_head):
-        label = f"head {h}: slope 1/{round(1 / slopes[h])}"
-        ax.plot(range(T), bias[h, -1][::-1], label=label)
-    ax.set_xlabel("distance i - j back from the query")
-    ax.set_ylabel("bias added to the score")
-    ax.legend(fontsize="x-small", ncol=2)
-    _save(fig, path)
-    plt.close(fig)
-
-
-def plot_learned(path: Path, model: GPT) -> None:
-    plt = _pyplot()
-    table = model.pos_emb.weight.detach()  # (T, C)
-    unit = table / table.norm(dim=1, keepdim=True)
-    fig, ax = plt.subplots(figsize=(4.2, 3.6))
-    image = ax.imshow((unit @ unit.T).numpy(), cmap="RdBu_r", vmin=-1, vmax=1)
-    ax.set_xlabel("position")
-    ax.set_ylabel("position")
-    fig.colorbar(image, ax=ax, label="cosine similarity")
-    _save(fig, path)
-    plt.close(fig)
-
-
-def plot_excess(path: Path, result: dict) -> None:
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(6.4, 3.2))
-    for row in result["rows"]:
-        factors = [f for f in result["factors"] if row[f"excess_{f}x"] is not None]
-        ax.plot(factors, [row[f"excess_{f}x"] for f in factors], marker="o", label=row["position"])
-    ax.axhline(result["chain_excess"], color="grey", linestyle="--", label="the chain itself")
-    ax.set_xscale("log", base=2)
-    ax.set_xticks(result["factors"], [f"{f}x" for f in result["factors"]])
-    ax.set_xlabel("evaluation length / training length")
-    ax.set_ylabel("excess loss, nats")
-    ax.legend(fontsize="small")
-    _save(fig, path)
-    plt.close(fig)
+    result.update(
+        setup=dataclasses.asdict(setup),
+        entropy_rate=round(corpus.best_loss, 6),
+        chain_excess=round(chain - corpus.best_loss, 4),
+        factors=list(FACTORS),
+        rows=rows,
+        learned_similarity=learned_similarity(models["learned"]),
+    )
+    return result
 
 
 # ------------------------------------------------------------------ command
@@ -279,30 +177,19 @@ def table(result: dict) -> str:
     return "\n".join(lines)
 
 
-def write_json(result: dict, path: Path) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
-    os.replace(tmp, path)  # readers see the old file or the new one, never half
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m lab.positions", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="tiny sizes: a few seconds")
-    parser.add_argument("--out", type=Path, default=RESULTS, help="folder for JSON and SVGs")
+    parser.add_argument("--out", type=Path, default=RESULTS_DIR, help="folder for JSON and SVGs")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)  # the same sums in the same order on every machine
     setup = QUICK if args.quick else FULL
-    result, models = run(setup)
-    result["command"] = "python -m lab.positions" + (" --quick" if args.quick else "")
-    args.out.mkdir(parents=True, exist_ok=True)
-    write_json(result, args.out / "positions.json")
-    plot_sinusoidal(args.out / "positions-sinusoidal.svg")
-    plot_rope(args.out / "positions-rope.svg")
-    plot_alibi(args.out / "positions-alibi.svg")
-    plot_learned(args.out / "positions-learned.svg", models["learned"])
-    plot_excess(args.out / "positions-excess.svg", result)
+    result = run(setup, command_line("lab.positions", argv))
+    write_json(args.out / RESULT_FILE.name, result)
+    for name, draw in FIGURES.items():
+        plotting.save_svg(draw(result), args.out / name)
     print(table(result))
-    print(f"wrote {args.out / 'positions.json'}", file=sys.stderr)
+    progress(f"wrote {args.out / RESULT_FILE.name} and {len(FIGURES)} figures")
     return 0
 
 
