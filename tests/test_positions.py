@@ -14,7 +14,7 @@ from torch.testing import assert_close
 
 from lab import positions as experiment
 from snippets.attention import CausalSelfAttention, Head, MultiHeadAttention
-from snippets.model import GPT, GPTConfig
+from snippets.model import GPT, GPTConfig, parameter_count
 from snippets.positions import (
     POSITIONS,
     alibi_bias,
@@ -207,6 +207,15 @@ def test_schemes_without_a_table_run_past_the_training_length(position, attentio
     assert logits.shape == (2, 48, SMALL.vocab_size)
     # Causal at any length: the first 12 logits are those of the first 12 tokens.
     assert_close(logits[:, :12], model(idx[:, :12])[0], atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("position", POSITIONS)
+@pytest.mark.parametrize("attention", ["fused", "per-head"])
+def test_parameter_formula_counts_every_scheme(position, attention):
+    config = dataclasses.replace(SMALL, position=position, attention=attention)
+    assert parameter_count(config) == sum(p.numel() for p in GPT(config).parameters())
+    table = SMALL.context_length * SMALL.n_embed
+    assert parameter_count(config) == parameter_count(SMALL) - (position != "learned") * table
 
 
 def test_learned_keeps_its_weight_names_and_only_it_has_a_table():
