@@ -13,7 +13,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from snippets.masks import causal_mask
-from snippets.positions import POSITIONS, alibi_bias, alibi_slopes, apply_rope
+from snippets.positions import alibi_bias, alibi_slopes, apply_rope, check_position
 
 # --8<-- [end:imports]
 
@@ -47,35 +47,6 @@ def _check_config(n_head: int, n_embed: int, context_length: int) -> None:
     if n_embed % n_head != 0:
         raise ValueError(
             f"n_embed ({n_embed}) must be divisible by n_head ({n_head})"
-        )
-
-
-def _check_position(
-    position: str, head_size: int, context_length: int, max_length: int | None
-) -> None:
-    """A known scheme, an even D for RoPE, a max_length the scheme can serve."""
-    if position not in POSITIONS:
-        raise ValueError(
-            f"position ({position!r}) must be one of {list(POSITIONS)}"
-        )
-    if position == "rope" and head_size % 2:
-        raise ValueError(
-            f"position='rope' needs an even head size, got D={head_size}: "
-            f"RoPE rotates channels in pairs"
-        )
-    if max_length is None:
-        return
-    _check_positive_int("max_length", max_length)
-    if max_length < context_length:
-        raise ValueError(
-            f"max_length ({max_length}) must be >= "
-            f"context_length ({context_length})"
-        )
-    if max_length > context_length and position == "learned":
-        raise ValueError(
-            f"max_length ({max_length}) > context_length ({context_length}) "
-            f"needs a position scheme without a table: 'learned' has "
-            f"{context_length} rows"
         )
 
 
@@ -170,8 +141,8 @@ def scaled_dot_product_attention(
             must broadcast; T_k = T in self-attention.
         mask: optional bool tensor broadcastable to (..., T, T_k), True where a
             query may attend to a key.
-        bias: optional float tensor broadcastable to (..., T, T), added to the
-            scaled scores (ALiBi's distance penalty; -inf entries mask).
+        bias: optional float tensor broadcastable to (..., T, T_k), added to
+            the scaled scores (ALiBi's distance penalty; -inf entries mask).
 
     Returns:
         out (..., T, D_v) and the attention weights (..., T, T_k).
@@ -258,7 +229,7 @@ class Head(nn.Module):
         _check_positive_int("head_size", head_size)
         _check_positive_int("n_embed", n_embed)
         _check_positive_int("context_length", context_length)
-        _check_position(position, head_size, context_length, max_length)
+        check_position(position, head_size, context_length, max_length)
         if (position == "alibi") != (alibi_slope is not None):
             raise ValueError(
                 f"alibi_slope ({alibi_slope!r}) must be given for "
@@ -336,7 +307,7 @@ class MultiHeadAttention(nn.Module):
         super().__init__()
         _check_config(n_head, n_embed, context_length)
         head_size = n_embed // n_head
-        _check_position(position, head_size, context_length, max_length)
+        check_position(position, head_size, context_length, max_length)
         self.n_head = n_head
         self.n_embed = n_embed
         self.context_length = context_length
@@ -399,7 +370,7 @@ class CausalSelfAttention(nn.Module):
     ):
         super().__init__()
         _check_config(n_head, n_embed, context_length)
-        _check_position(position, n_embed // n_head, context_length, max_length)
+        check_position(position, n_embed // n_head, context_length, max_length)
         self.n_head = n_head
         self.n_embed = n_embed
         self.context_length = context_length

@@ -14,6 +14,7 @@ import torch
 
 __all__ = [
     "POSITIONS",
+    "check_position",
     "sinusoidal_positions",
     "rope_frequencies",
     "apply_rope",
@@ -53,6 +54,36 @@ def _check_base(base: float) -> None:
         raise ValueError(
             f"base ({base}) must be > 1: the frequencies base ** (-2i / D) "
             f"must fall from 1 towards 0"
+        )
+
+
+def check_position(
+    position: str, head_size: int, context_length: int, max_length: int | None
+) -> None:
+    """For an attention layer: a known scheme, an even head size D for RoPE,
+    and a max_length (the longest T accepted) that the scheme can serve."""
+    if position not in POSITIONS:
+        raise ValueError(
+            f"position ({position!r}) must be one of {list(POSITIONS)}"
+        )
+    if position == "rope" and head_size % 2:
+        raise ValueError(
+            f"position='rope' needs an even head size, got D={head_size}: "
+            f"RoPE rotates channels in pairs"
+        )
+    if max_length is None:
+        return
+    _check_size("max_length", max_length)
+    if max_length < context_length:
+        raise ValueError(
+            f"max_length ({max_length}) must be >= "
+            f"context_length ({context_length})"
+        )
+    if max_length > context_length and position not in WITHOUT_TABLE:
+        raise ValueError(
+            f"max_length ({max_length}) > context_length ({context_length}) "
+            f"needs a position scheme without a table: 'learned' has "
+            f"{context_length} rows"
         )
 
 
