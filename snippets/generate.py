@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from snippets.attention import CausalSelfAttention, alibi_mask, apply_position
+from snippets.kv_heads import GroupedQueryAttention, MultiHeadLatentAttention
 from snippets.model import GPT
 
 # --8<-- [end:imports]
@@ -117,48 +118,72 @@ def pick_next(
 
 # --8<-- [start:kv_cache]
 class KVCache:
-    """Keys and values of every layer for the positions computed so far.
+    """What every layer must keep of the positions computed so far.
 
-    Allocated once for the longest sequence the model accepts (context_length,
-    or max_length if set), (L, B, H, that many, D) each, and filled in place:
+    Keys and values, (L, B, G, T_max, D) each, where G is the number of key/value
+    heads (H without sharing); or, for attention="mla", the latents,
+    (L, B, T_max, R). T_max is the longest sequence the model accepts
+    (context_length, or max_length if set). Allocated once and filled in place:
     appending never copies what is already there.
     """
 
     def __init__(self, model: GPT, batch_size: int):
         config = model.config
-        H = config.n_head
-        D = config.n_embed // H
-        shape = (config.n_layer, batch_size, H, config.longest, D)
+        L, T_max = config.n_layer, config.longest
+        D = config.n_embed // config.n_head
         weight = model.lm_head.weight
-        self.k = torch.zeros(shape, dtype=weight.dtype, device=weight.device)
-        self.v = torch.zeros_like(self.k)
+        like = {"dtype": weight.dtype, "device": weight.device}
+        if config.attention == "mla":
+            R = config.kv_latent
+            self.latent = torch.zeros(L, batch_size, T_max, R, **like)
+        else:
+            G = config.n_kv_head or config.n_head  # None: one per query head
+            self.k = torch.zeros(L, batch_size, G, T_max, D, **like)
+            self.v = torch.zeros_like(self.k)
         self.length = 0  # positions 0 .. length - 1 are filled
-        self.capacity = config.longest
+        self.capacity = T_max
         # Named in the error of a full cache: the field that set the capacity.
         self.limit = "max_length" if config.max_length else "context_length"
 
+    def tensors(self) -> list[torch.Tensor]:
+        """Everything the cache holds (for counting its bytes)."""
+        if hasattr(self, "latent"):
+            return [self.latent]
+        return [self.k, self.v]
+
 
 def attend_with_cache(
-    attn: CausalSelfAttention, x: torch.Tensor, cache: KVCache, layer: int
+    attn: CausalSelfAttention | GroupedQueryAttention | MultiHeadLatentAttention,
+    x: torch.Tensor,
+    cache: KVCache,
+    layer: int,
 ) -> torch.Tensor:
     """attn(x) for new positions only: x (B, T_new, C) -> (B, T_new, C).
 
-    The new positions' keys and values go into the cache; their queries attend
-    to every key in it, which are those of all earlier positions and their own.
+    The new positions' keys and values (or latents) go into the cache; their
+    queries attend to every position in it: all earlier ones and their own.
     """
     B, T_new, C = x.shape
-    H, D = attn.n_head, C // attn.n_head
     start, end = cache.length, cache.length + T_new
-    q, k, v = attn.qkv(x).split(C, dim=-1)  # (B, T_new, 3C) -> 3 x (B, T_new, C)
-    q = q.view(B, T_new, H, D).transpose(1, 2)  # (B, T_new, C) -> (B, H, T_new, D)
-    k = k.view(B, T_new, H, D).transpose(1, 2)  # (B, T_new, C) -> (B, H, T_new, D)
+    if isinstance(attn, MultiHeadLatentAttention):
+        cache.latent[layer, :, start:end] = attn.latent(x)  # (B, T_new, R)
+        # Read the latents as they are, without projecting them up to keys.
+        return attn.attend_absorbed(x, cache.latent[layer, :, :end])
+    if isinstance(attn, CausalSelfAttention):  # its layout is GQA's with G = H
+        H = G = attn.n_head
+    else:
+        H, G = attn.n_head, attn.n_kv_head
+    D = C // H
+    q, k, v = attn.qkv(x).split([H * D, G * D, G * D], dim=-1)
+    q = q.view(B, T_new, H, D).transpose(1, 2)  # (B, H, T_new, D)
+    k = k.view(B, T_new, G, D).transpose(1, 2)  # (B, G, T_new, D)
     # RoPE turns the new queries and keys to their own positions, start onwards;
     # cached keys were turned when they were new and stay as they are.
     q, k = apply_position(q, k, attn.position, offset=start)
     cache.k[layer, :, :, start:end] = k
-    cache.v[layer, :, :, start:end] = v.view(B, T_new, H, D).transpose(1, 2)
-    keys = cache.k[layer, :, :, :end]  # (B, H, end, D)
-    values = cache.v[layer, :, :, :end]  # (B, H, end, D)
+    cache.v[layer, :, :, start:end] = v.view(B, T_new, G, D).transpose(1, 2)
+    keys = cache.k[layer, :, :, :end]  # (B, G, end, D)
+    values = cache.v[layer, :, :, :end]  # (B, G, end, D)
     if attn.position == "alibi":
         # Rows start .. end - 1 of the (H, end, end) bias, causal part included.
         mask = alibi_mask(H, T_new, end).to(device=x.device, dtype=q.dtype)
@@ -169,7 +194,10 @@ def attend_with_cache(
         # shifted right by the cached positions. (T_new, end) bool.
         mask = torch.ones(T_new, end, dtype=torch.bool, device=x.device)
         mask = mask.tril(diagonal=start)
-    y = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask)
+    # enable_gqa: query head h reads key/value head h // (H // G).
+    y = F.scaled_dot_product_attention(
+        q, keys, values, attn_mask=mask, enable_gqa=True
+    )  # (B, H, T_new, D)
     y = y.transpose(1, 2).contiguous().view(B, T_new, C)  # (B, T_new, C)
     return attn.proj(y)
 
@@ -244,10 +272,11 @@ def stream(
                 idx = torch.cat([idx, next_id], dim=1)  # (B, T + 1)
                 yield next_id
             return
-        if not isinstance(model.blocks[0].attn, CausalSelfAttention):
+        if model.config.attention == "per-head":
             raise TypeError(
-                "kv_cache=True needs attention='fused'; convert a per-head model "
-                "with GPT.from_per_head(model), or pass kv_cache=False"
+                "kv_cache=True needs attention='fused' or 'mla'; convert a "
+                "per-head model with GPT.from_per_head(model), or pass "
+                "kv_cache=False"
             )
         cache = KVCache(model, idx.size(0))
         logits = forward_with_cache(model, idx[:, -T_max:], cache)  # the prompt

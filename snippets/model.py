@@ -13,6 +13,7 @@ import torch
 import torch.nn as nn
 
 from snippets.attention import CausalSelfAttention, MultiHeadAttention
+from snippets.kv_heads import GroupedQueryAttention, MultiHeadLatentAttention
 from snippets.objectives import lm_loss
 from snippets.positions import POSITIONS, WITHOUT_TABLE, sinusoidal_positions
 
@@ -22,9 +23,14 @@ __all__ = ["GPTConfig", "MLP", "Block", "GPT", "parameter_count"]
 
 
 # --8<-- [start:config]
-# Both layers compute the same function (see the attention page): "per-head" is the
-# readable one, "fused" the one to train with.
-ATTENTION = {"fused": CausalSelfAttention, "per-head": MultiHeadAttention}
+# "per-head" and "fused" compute the same function (see the attention page):
+# the readable layer and the one to train with. "mla" caches a latent instead of
+# keys and values (see the kv-heads page).
+ATTENTION = {
+    "fused": CausalSelfAttention,
+    "per-head": MultiHeadAttention,
+    "mla": MultiHeadLatentAttention,
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,6 +47,8 @@ class GPTConfig:
     # The longest T accepted; None: context_length. Longer than context_length
     # only for a scheme without a table, to evaluate beyond the training length.
     max_length: int | None = None
+    n_kv_head: int | None = None  # key/value heads (GQA); None: one per query head
+    kv_latent: int | None = None  # attention="mla" only: the cached latent's width
 
     def __post_init__(self):
         sizes = ("vocab_size", "context_length", "n_embed", "n_head", "n_layer")
@@ -94,11 +102,48 @@ class GPTConfig:
                     f"table, one of {list(WITHOUT_TABLE)}: 'learned' has only "
                     f"{self.context_length} rows"
                 )
+        self._check_kv_heads()
 
     @property
     def longest(self) -> int:
         """The longest sequence the model accepts."""
         return self.max_length or self.context_length
+
+    def _check_kv_heads(self) -> None:
+        """n_kv_head belongs to the fused layer, kv_latent to "mla"."""
+        for name in ("n_kv_head", "kv_latent"):
+            value = getattr(self, name)
+            if value is not None and (type(value) is not int or value <= 0):
+                raise ValueError(
+                    f"{name} ({value!r}) must be a positive int or None"
+                )
+        if self.n_kv_head is not None:
+            if self.attention != "fused":
+                raise ValueError(
+                    f"n_kv_head ({self.n_kv_head}) needs attention='fused', "
+                    f"got attention={self.attention!r}"
+                )
+            if self.n_head % self.n_kv_head != 0:
+                raise ValueError(
+                    f"n_kv_head ({self.n_kv_head}) must divide "
+                    f"n_head ({self.n_head})"
+                )
+        if (self.attention == "mla") != (self.kv_latent is not None):
+            raise ValueError(
+                f"kv_latent ({self.kv_latent}) must be given exactly when "
+                f"attention='mla' (got attention={self.attention!r})"
+            )
+
+
+def make_attention(config: GPTConfig) -> nn.Module:
+    """The attention layer config asks for, at width n_embed."""
+    H, C, T = config.n_head, config.n_embed, config.context_length
+    if config.attention == "mla":
+        return MultiHeadLatentAttention(H, C, T, config.kv_latent)
+    if config.n_kv_head is not None:
+        return GroupedQueryAttention(H, config.n_kv_head, C, T)
+    where = {"position": config.position, "max_length": config.max_length}
+    return ATTENTION[config.attention](H, C, T, **where)
 
 
 # --8<-- [end:config]
@@ -134,14 +179,7 @@ class Block(nn.Module):
         super().__init__()
         C = config.n_embed
         self.ln1 = nn.LayerNorm(C)
-        attention = ATTENTION[config.attention]
-        self.attn = attention(
-            config.n_head,
-            C,
-            config.context_length,
-            position=config.position,
-            max_length=config.max_length,
-        )
+        self.attn = make_attention(config)
         self.drop = nn.Dropout(config.dropout)
         self.ln2 = nn.LayerNorm(C)
         self.mlp = MLP(config)
@@ -290,8 +328,14 @@ def parameter_count(config: GPTConfig) -> int:
     # q, k and v: three (C, C) maps without bias, all heads together (the per-head
     # layer cuts the same weights into H slices); proj: C * C + C.
     attention = 3 * C * C + (C * C + C)
+    if config.n_kv_head is not None:  # keys and values: G heads of D, not H
+        attention = C * C + 2 * C * config.n_kv_head * (C // config.n_head)
+        attention += C * C + C
+    if config.attention == "mla":  # q; down to R; up to keys and values; proj
+        R = config.kv_latent
+        attention = C * C + C * R + 2 * R * C + (C * C + C)
     mlp = (C * 4 * C + 4 * C) + (4 * C * C + C)  # fc and proj, each with a bias
-    block = layer_norm + attention + layer_norm + mlp  # = 12 C^2 + 10 C
+    block = layer_norm + attention + layer_norm + mlp  # MHA: 12 C^2 + 10 C
     head = 0 if config.tie_weights else V * C  # no bias; tied: counted already
     return embeddings + L * block + layer_norm + head
 

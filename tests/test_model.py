@@ -234,7 +234,7 @@ def test_bad_idx(idx, error, message):
         (
             {"attention": "flash"},
             ValueError,
-            "attention ('flash') must be one of ['fused', 'per-head']",
+            "attention ('flash') must be one of ['fused', 'per-head', 'mla']",
         ),
     ],
 )
