@@ -30,6 +30,7 @@ __all__ = [
 ]
 
 
+# --8<-- [start:shifted_mask]
 def _shifted_causal_mask(T_new: int, T_all: int, device) -> torch.Tensor | None:
     """Which of T_all keys each of the last T_new queries may see: (T_new, T_all).
 
@@ -54,6 +55,9 @@ def _fused_attention(q, k, v, **options) -> torch.Tensor:
         return F.scaled_dot_product_attention(q, k, v, is_causal=True, **options)
     mask = _shifted_causal_mask(T_new, T_all, q.device)
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, **options)
+
+
+# --8<-- [end:shifted_mask]
 
 
 # --8<-- [start:expand_kv]

@@ -1,0 +1,224 @@
+"""MHA, GQA, MQA and MLA trained on the Markov corpus: loss, parameters, cache, speed.
+
+    python -m lab.kv_heads                 # docs/assets/results/kv-heads.json
+    python -m lab.kv_heads --quick --out /tmp/kv-heads.json   # seconds, for the tests
+
+The same small GPT four times, differing only in its attention layer, trained with
+the loop pieces of snippets/train.py on the Markov language whose entropy rate is
+known. For each: the validation loss and its excess over the best possible loss on
+the same windows, the parameter count, the KV cache's bytes at the full context
+(by kv_cache_bytes, checked against the cache tensors), and the time per token of
+greedy generation with the cache. Timings depend on the machine: the file names it.
+"""
+
+import argparse
+import dataclasses
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from lab.common import RESULTS_DIR, command_line, progress, result_header, write_json
+from snippets.generate import KVCache, forward_with_cache, generate
+from snippets.kv_heads import kv_cache_bytes
+from snippets.model import GPT, GPTConfig, parameter_count
+from snippets.train import (
+    MARKOV,
+    TrainConfig,
+    evaluate,
+    load_corpus,
+    lr_at,
+    make_optimizer,
+    markov_loss,
+    micro_batches,
+    train_step,
+    val_windows,
+)
+
+RESULT = RESULTS_DIR / "kv-heads.json"
+SCHEMA = "attention-guide/kv-heads/1"
+
+# The optimization page's one-minute model (4 heads of D = 16, 2 layers, width 64,
+# context 64); only the attention layer changes. MLA's latent of 32 numbers per
+# token and layer caches as much as MQA's one key and one value head of 16.
+VARIANTS = {
+    "MHA": {},
+    "GQA": {"n_kv_head": 2},
+    "MQA": {"n_kv_head": 1},
+    "MLA": {"attention": "mla", "kv_latent": 32},
+}
+FULL = {"steps": 400, "seeds": 2, "rounds": 21}
+QUICK = {"steps": 4, "seeds": 1, "rounds": 1}
+
+
+def model_config(train: TrainConfig, vocab_size: int, variant: str) -> GPTConfig:
+    return dataclasses.replace(train.model_config(vocab_size), **VARIANTS[variant])
+
+
+def cache_bytes(config: GPTConfig, tokens: int, bytes_per_element: int) -> int:
+    """kv_cache_bytes for one sequence of a GPTConfig."""
+    if config.attention == "mla":
+        per_token = {"kv_latent": config.kv_latent}
+    else:
+        per_token = {
+            "n_kv_head": config.n_kv_head or config.n_head,
+            "head_size": config.n_embed // config.n_head,
+        }
+    return kv_cache_bytes(
+        n_layer=config.n_layer,
+        tokens=tokens,
+        bytes_per_element=bytes_per_element,
+        **per_token,
+    )
+
+
+def train_one(train: TrainConfig, config: GPTConfig, corpus, val) -> tuple[GPT, float]:
+    """Train as snippets.train.train does (one process), return (model, val loss)."""
+    torch.manual_seed(train.seed)
+    model = GPT(config)
+    optimizer = make_optimizer(model, train.lr, train.weight_decay, train.beta2, train.adamw)
+    batches = torch.Generator().manual_seed(train.seed)  # same windows per variant
+    for step in range(train.steps):
+        lr = lr_at(step, train.lr, train.min_lr, train.warmup_steps, train.steps)
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        pieces = micro_batches(corpus.train, train, batches)
+        train_step(model, optimizer, pieces, train.grad_clip)
+    loss = evaluate(model, *val, train.batch_size)
+    return model.eval(), loss
+
+
+def held_bytes(model: GPT) -> int:
+    """Bytes of the cache after generating up to the full context, counted."""
+    cache = KVCache(model, batch_size=1)
+    forward_with_cache(model, torch.zeros(1, model.config.context_length,
+                                          dtype=torch.long), cache)  # fmt: skip
+    return sum(t.numel() * t.element_size() for t in cache.tensors())
+
+
+def ms_per_token(models: dict[str, GPT], rounds: int) -> dict[str, list[float]]:
+    """Greedy generation with the cache from one token to the full context.
+
+    The variants take turns (A B C D, B C D A, ...) so that a slow spell of the
+    machine is spread over all of them; round 0 is a warm-up, not kept.
+    """
+    names = list(models)
+    samples = {name: [] for name in names}
+    prompt = torch.zeros(1, 1, dtype=torch.long)
+    for round_ in range(rounds + 1):
+        shift = round_ % len(names)
+        for name in names[shift:] + names[:shift]:
+            model = models[name]
+            new = model.config.context_length - 1  # every token fits in the cache
+            start = time.perf_counter()
+            generate(model, prompt, new, greedy=True)
+            seconds = time.perf_counter() - start
+            if round_:
+                samples[name].append(seconds / new * 1e3)
+    return samples
+
+
+def run(settings: dict, command: str) -> dict:
+    steps = settings["steps"]
+    train = TrainConfig(steps=steps, eval_interval=steps, warmup_steps=min(50, steps))
+    if steps < 50:  # a smoke test (--quick): less text and validation
+        train = dataclasses.replace(train, corpus_chars=20_000, val_windows=16)
+    corpus = load_corpus(train.corpus, train.corpus_chars)
+    val = val_windows(corpus.val, train.context_length, train.val_windows)
+    floor = markov_loss(*val)  # the true chain's loss on these very windows
+    vocab = corpus.tokenizer.vocab_size
+    results, models = {}, {}
+    started = time.perf_counter()
+    for name in VARIANTS:
+        config = model_config(train, vocab, name)
+        losses = []
+        for seed in range(settings["seeds"]):
+            t0 = time.perf_counter()
+            model, loss = train_one(dataclasses.replace(train, seed=seed), config, corpus, val)
+            losses.append(loss)
+            progress(f"{name} seed {seed}: validation {loss:.4f} "
+                     f"({time.perf_counter() - t0:.1f} s)")  # fmt: skip
+        models[name] = model  # the last seed's, for the timing
+        T = config.context_length
+        formula = cache_bytes(config, T, bytes_per_element=4)
+        counted = held_bytes(model)
+        if counted != formula:
+            raise AssertionError(f"{name}: cache holds {counted}, formula {formula}")
+        results[name] = {
+            "config": dict(VARIANTS[name]),
+            "val_loss": [round(x, 5) for x in losses],
+            "excess_over_floor": [round(x - floor, 5) for x in losses],
+            "parameters": parameter_count(config),
+            "cache_bytes_fp32": formula,
+            "cache_bytes_16bit": cache_bytes(config, T, bytes_per_element=2),
+        }
+    train_seconds = time.perf_counter() - started
+    timings = ms_per_token(models, settings["rounds"])
+    for name, samples in timings.items():
+        results[name]["ms_per_token"] = round(statistics.median(samples), 4)
+        results[name]["ms_per_token_runs"] = [round(s, 4) for s in samples]
+    return {
+        **result_header(SCHEMA, command),
+        "settings": settings,
+        "train": dataclasses.asdict(train),
+        "model": dataclasses.asdict(model_config(train, vocab, "MHA")),
+        "entropy_rate": round(MARKOV.entropy_rate(), 5),
+        "val_floor": round(floor, 5),
+        "train_seconds": round(train_seconds, 1),
+        "generated_tokens": train.context_length - 1,
+        "variants": results,
+    }
+
+
+def table(data: dict) -> str:
+    """The page's table, from a result file."""
+    lines = [
+        "variant  kv heads  val loss  excess  parameters  cache, KiB  ms/token",
+    ]
+    H = data["model"]["n_head"]
+    for name, r in data["variants"].items():
+        heads = r["config"].get("n_kv_head", H)
+        if "kv_latent" in r["config"]:
+            heads = f"R={r['config']['kv_latent']}"
+        loss = statistics.mean(r["val_loss"])
+        excess = statistics.mean(r["excess_over_floor"])
+        lines.append(
+            f"{name:<7}  {heads!s:>8}  {loss:8.4f}  {excess:+.3f}  "
+            f"{r['parameters']:>10,}  {r['cache_bytes_fp32'] / 1024:10.0f}  "
+            f"{r['ms_per_token']:8.2f}"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        prog="python -m lab.kv_heads",
+        description="Train MHA, GQA, MQA and MLA on the Markov corpus; write "
+        "loss, parameters, cache bytes and generation speed.",
+    )
+    p.add_argument("--quick", action="store_true", help="a few steps, for tests")
+    p.add_argument("--steps", type=int, help="training steps per run")
+    p.add_argument("--seeds", type=int, help="runs per variant")
+    p.add_argument("--rounds", type=int, help="timed generation rounds")
+    p.add_argument("--threads", type=int, default=1, help="torch threads (1)")
+    p.add_argument("--out", type=Path, default=RESULT)
+    args = p.parse_args(argv)
+    settings = dict(QUICK if args.quick else FULL)
+    for key in ("steps", "seeds", "rounds"):
+        value = getattr(args, key)
+        if value is not None:
+            if value <= 0:
+                p.error(f"--{key} ({value}) must be positive")
+            settings[key] = value
+    torch.set_num_threads(args.threads)
+    data = run(settings, command_line("lab.kv_heads", argv))
+    write_json(args.out, data)
+    print(table(data))
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
