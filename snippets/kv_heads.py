@@ -16,13 +16,17 @@ from snippets.attention import (
     CausalSelfAttention,
     _check_config,
     _check_input,
+    _check_position,
     _check_positive_int,
+    alibi_mask,
+    apply_position,
     scaled_dot_product_attention,
 )
 
 # --8<-- [end:imports]
 
 __all__ = [
+    "MLA_ROPE",
     "expand_kv",
     "GroupedQueryAttention",
     "MultiHeadLatentAttention",
@@ -44,13 +48,24 @@ def _shifted_causal_mask(T_new: int, T_all: int, device) -> torch.Tensor | None:
     return mask.tril(diagonal=T_all - T_new)
 
 
-def _fused_attention(q, k, v, **options) -> torch.Tensor:
+def _position_bias(position: str, q: torch.Tensor, T_all: int):
+    """ALiBi's (H, T_new, T_all) float bias, causal mask included; else None."""
+    if position != "alibi":
+        return None
+    H, T_new = q.size(1), q.size(2)
+    return alibi_mask(H, T_new, T_all).to(device=q.device, dtype=q.dtype)
+
+
+def _fused_attention(q, k, v, bias=None, **options) -> torch.Tensor:
     """F.scaled_dot_product_attention of the last T_new queries on T_all keys.
 
     is_causal=True aligns the mask to the top left (query i sees keys 0..i),
     right only when T_new == T_all; after cached positions the mask is shifted.
+    An ALiBi bias already holds the (shifted) causal mask as -inf entries.
     """
     T_new, T_all = q.size(-2), k.size(-2)
+    if bias is not None:
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, **options)
     if T_new == T_all:
         return F.scaled_dot_product_attention(q, k, v, is_causal=True, **options)
     mask = _shifted_causal_mask(T_new, T_all, q.device)
@@ -89,14 +104,24 @@ class GroupedQueryAttention(nn.Module):
         n_head: H, the number of query heads; must divide n_embed.
         n_kv_head: G, the number of key/value heads; must divide n_head.
         n_embed: C, the width of the input and output vectors.
-        context_length: the longest sequence the layer accepts.
+        context_length: the longest sequence the layer trains on.
+        position: a name in POSITIONS; "rope" and "alibi" act in this layer.
+        max_length: the longest sequence accepted (None: context_length).
     """
 
     def __init__(
-        self, n_head: int, n_kv_head: int, n_embed: int, context_length: int
+        self,
+        n_head: int,
+        n_kv_head: int,
+        n_embed: int,
+        context_length: int,
+        *,
+        position: str = "learned",
+        max_length: int | None = None,
     ):
         super().__init__()
         _check_config(n_head, n_embed, context_length)
+        _check_position(position, n_embed // n_head, context_length, max_length)
         _check_positive_int("n_kv_head", n_kv_head)
         if n_head % n_kv_head != 0:
             raise ValueError(
@@ -107,6 +132,8 @@ class GroupedQueryAttention(nn.Module):
         self.n_kv_head = n_kv_head
         self.n_embed = n_embed
         self.context_length = context_length
+        self.position = position
+        self.max_length = max_length
         D = n_embed // n_head
         # One matmul for all three, as in CausalSelfAttention. Output channels:
         # H * D queries, then G * D keys, then G * D values. With G == H this is
@@ -114,14 +141,18 @@ class GroupedQueryAttention(nn.Module):
         self.qkv = nn.Linear(n_embed, (n_head + 2 * n_kv_head) * D, bias=False)
         self.proj = nn.Linear(n_embed, n_embed)
 
-    def project(self, x: torch.Tensor):
-        """x (B, T, C) -> q (B, H, T, D), k (B, G, T, D), v (B, G, T, D)."""
+    def project(self, x: torch.Tensor, offset: int = 0):
+        """x (B, T, C) -> q (B, H, T, D), k (B, G, T, D), v (B, G, T, D).
+
+        x holds positions offset .. offset + T - 1 (where RoPE turns q and k to).
+        """
         B, T, C = x.shape
         H, G, D = self.n_head, self.n_kv_head, C // self.n_head
         q, k, v = self.qkv(x).split([H * D, G * D, G * D], dim=-1)
         q = q.view(B, T, H, D).transpose(1, 2)  # (B, T, H*D) -> (B, H, T, D)
         k = k.view(B, T, G, D).transpose(1, 2)  # (B, T, G*D) -> (B, G, T, D)
         v = v.view(B, T, G, D).transpose(1, 2)  # (B, T, G*D) -> (B, G, T, D)
+        q, k = apply_position(q, k, self.position, offset)  # RoPE: per head
         return q, k, v
 
     def attend(self, q, k, v, *, return_weights: bool = False):
@@ -132,16 +163,18 @@ class GroupedQueryAttention(nn.Module):
         """
         B, H, T_new, D = q.shape
         T_all = k.size(2)
+        bias = _position_bias(self.position, q, T_all)  # ALiBi; else None
         if return_weights:
             # Written out: every query head gets its group's keys and values.
             k = expand_kv(k, H // self.n_kv_head)  # (B, G, T, D) -> (B, H, T, D)
             v = expand_kv(v, H // self.n_kv_head)  # (B, G, T, D) -> (B, H, T, D)
             mask = _shifted_causal_mask(T_new, T_all, q.device)  # (T_new, T_all)
-            y, weights = scaled_dot_product_attention(q, k, v, mask)
+            y, weights = scaled_dot_product_attention(q, k, v, mask, bias=bias)
         else:
             # enable_gqa: the fused kernel reads head h // (H // G) for query
             # head h itself, without making H copies of the keys and values.
-            y = _fused_attention(q, k, v, enable_gqa=True)  # (B, H, T_new, D)
+            # (B, H, T_new, D), (B, G, T_all, D) x2 -> (B, H, T_new, D)
+            y = _fused_attention(q, k, v, bias, enable_gqa=True)
         y = y.transpose(1, 2).reshape(B, T_new, H * D)  # heads side by side
         y = self.proj(y)  # (B, T_new, C)
         return (y, weights) if return_weights else y
@@ -151,7 +184,7 @@ class GroupedQueryAttention(nn.Module):
 
         With return_weights=True, returns (out, weights (B, H, T, T)).
         """
-        _check_input(x, self.n_embed, self.context_length)
+        _check_input(x, self.n_embed, self.context_length, self.max_length)
         q, k, v = self.project(x)
         return self.attend(q, k, v, return_weights=return_weights)
 
@@ -162,7 +195,14 @@ class GroupedQueryAttention(nn.Module):
             raise TypeError(
                 f"csa must be a CausalSelfAttention, got {type(csa).__name__}"
             )
-        new = cls(csa.n_head, csa.n_head, csa.n_embed, csa.context_length)
+        new = cls(
+            csa.n_head,
+            csa.n_head,
+            csa.n_embed,
+            csa.context_length,
+            position=csa.position,
+            max_length=csa.max_length,
+        )
         weight = csa.qkv.weight
         new = new.to(device=weight.device, dtype=weight.dtype)
         # Same (3C, C) layout when G == H: queries, keys, values, head by head.
@@ -174,32 +214,55 @@ class GroupedQueryAttention(nn.Module):
 
 
 # --8<-- [start:mla]
+# Why MultiHeadLatentAttention refuses rotary positions (see attend_absorbed).
+MLA_ROPE = (
+    "attention='mla' does not take position='rope': RoPE turns each key by its "
+    "position, between the latent and the query, so the key up-projection can "
+    "no longer be absorbed into the queries; DeepSeek-V2 adds a separate, "
+    "decoupled RoPE key for that, which this guide's MLA leaves out"
+)
+
+
 class MultiHeadLatentAttention(nn.Module):
     """Causal self-attention whose keys and values come from one small latent.
 
     Each position's x is projected down to a latent c of R numbers, the only
     thing a cache must keep; every head's keys and values are projected up from
     it. Simplified from DeepSeek-V2's MLA (see the kv-heads page): no decoupled
-    RoPE key (this layer takes no rotary positions), no low-rank query, no
+    RoPE key (so position="rope" is refused), no low-rank query, no
     normalisation of the latent, and head size C // H.
 
     Args:
         n_head: H, the number of heads; must divide n_embed.
         n_embed: C, the width of the input and output vectors.
-        context_length: the longest sequence the layer accepts.
+        context_length: the longest sequence the layer trains on.
         kv_latent: R, the width of the cached latent.
+        position: a name in POSITIONS except "rope"; "alibi" acts here.
+        max_length: the longest sequence accepted (None: context_length).
     """
 
     def __init__(
-        self, n_head: int, n_embed: int, context_length: int, kv_latent: int
+        self,
+        n_head: int,
+        n_embed: int,
+        context_length: int,
+        kv_latent: int,
+        *,
+        position: str = "learned",
+        max_length: int | None = None,
     ):
         super().__init__()
         _check_config(n_head, n_embed, context_length)
+        _check_position(position, n_embed // n_head, context_length, max_length)
+        if position == "rope":
+            raise ValueError(MLA_ROPE)
         _check_positive_int("kv_latent", kv_latent)
         self.n_head = n_head
         self.n_embed = n_embed
         self.context_length = context_length
         self.kv_latent = kv_latent
+        self.position = position
+        self.max_length = max_length
         self.query = nn.Linear(n_embed, n_embed, bias=False)
         # Down to R numbers per position (cached), then up to H heads of D.
         self.kv_down = nn.Linear(n_embed, kv_latent, bias=False)
@@ -223,11 +286,12 @@ class MultiHeadLatentAttention(nn.Module):
         q = self.query(x).view(B, T_new, H, D).transpose(1, 2)  # (B, H, T_new, D)
         k = self.key_up(c).view(B, T_all, H, D).transpose(1, 2)  # (B, H, T_all, D)
         v = self.value_up(c).view(B, T_all, H, D).transpose(1, 2)  # same
+        bias = _position_bias(self.position, q, T_all)  # ALiBi; else None
         if return_weights:
             mask = _shifted_causal_mask(T_new, T_all, x.device)  # (T_new, T_all)
-            y, weights = scaled_dot_product_attention(q, k, v, mask)
+            y, weights = scaled_dot_product_attention(q, k, v, mask, bias=bias)
         else:
-            y = _fused_attention(q, k, v)  # (B, H, T_new, D)
+            y = _fused_attention(q, k, v, bias)  # (B, H, T_new, D)
         y = self.proj(y.transpose(1, 2).reshape(B, T_new, C))  # (B, T_new, C)
         return (y, weights) if return_weights else y
 
@@ -236,7 +300,7 @@ class MultiHeadLatentAttention(nn.Module):
 
         With return_weights=True, returns (out, weights (B, H, T, T)).
         """
-        _check_input(x, self.n_embed, self.context_length)
+        _check_input(x, self.n_embed, self.context_length, self.max_length)
         return self.attend(x, self.latent(x), return_weights=return_weights)
 
     # --8<-- [end:mla]
@@ -259,9 +323,10 @@ class MultiHeadLatentAttention(nn.Module):
         q_latent = q @ w_k  # (B, H, T_new, D) x (H, D, R) -> (B, H, T_new, R)
         # One key/value "head" of width R shared by all H queries: multi-query
         # attention over the latents. The scale stays 1/sqrt(D), as in attend.
+        bias = _position_bias(self.position, q, c.size(1))  # ALiBi; else None
         c = c.unsqueeze(1)  # (B, T_all, R) -> (B, 1, T_all, R)
         y_latent = _fused_attention(
-            q_latent, c, c, scale=1 / math.sqrt(D), enable_gqa=True
+            q_latent, c, c, bias, scale=1 / math.sqrt(D), enable_gqa=True
         )  # (B, H, T_new, R): each head's weighted mean of latents
         # (B, H, T_new, R) x (H, R, D) -> (B, H, T_new, D)
         y = y_latent @ w_v.transpose(1, 2)

@@ -13,7 +13,11 @@ import torch
 import torch.nn as nn
 
 from snippets.attention import CausalSelfAttention, MultiHeadAttention
-from snippets.kv_heads import GroupedQueryAttention, MultiHeadLatentAttention
+from snippets.kv_heads import (
+    MLA_ROPE,
+    GroupedQueryAttention,
+    MultiHeadLatentAttention,
+)
 from snippets.objectives import lm_loss
 from snippets.positions import POSITIONS, WITHOUT_TABLE, sinusoidal_positions
 
@@ -133,16 +137,18 @@ class GPTConfig:
                 f"kv_latent ({self.kv_latent}) must be given exactly when "
                 f"attention='mla' (got attention={self.attention!r})"
             )
+        if self.attention == "mla" and self.position == "rope":
+            raise ValueError(MLA_ROPE)
 
 
 def make_attention(config: GPTConfig) -> nn.Module:
     """The attention layer config asks for, at width n_embed."""
     H, C, T = config.n_head, config.n_embed, config.context_length
-    if config.attention == "mla":
-        return MultiHeadLatentAttention(H, C, T, config.kv_latent)
-    if config.n_kv_head is not None:
-        return GroupedQueryAttention(H, config.n_kv_head, C, T)
     where = {"position": config.position, "max_length": config.max_length}
+    if config.attention == "mla":
+        return MultiHeadLatentAttention(H, C, T, config.kv_latent, **where)
+    if config.n_kv_head is not None:
+        return GroupedQueryAttention(H, config.n_kv_head, C, T, **where)
     return ATTENTION[config.attention](H, C, T, **where)
 
 

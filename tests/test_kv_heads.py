@@ -28,7 +28,7 @@ C, T_MAX = 48, 16
 
 
 def layers() -> dict[str, torch.nn.Module]:
-    """One layer of every variant, 6 query heads of D = 8, seeded."""
+    """One layer of every variant, 6 query heads of D = 8, seeded; and with ALiBi, RoPE."""
     torch.manual_seed(0)
     return {
         "MHA (CausalSelfAttention)": CausalSelfAttention(6, C, T_MAX),
@@ -37,6 +37,9 @@ def layers() -> dict[str, torch.nn.Module]:
         "GQA, 2 kv heads": GroupedQueryAttention(6, 2, C, T_MAX),
         "MQA": GroupedQueryAttention(6, 1, C, T_MAX),
         "MLA": MultiHeadLatentAttention(6, C, T_MAX, kv_latent=12),
+        "GQA, 2 kv heads, RoPE": GroupedQueryAttention(6, 2, C, T_MAX, position="rope"),
+        "GQA, 2 kv heads, ALiBi": GroupedQueryAttention(6, 2, C, T_MAX, position="alibi"),
+        "MLA, ALiBi": MultiHeadLatentAttention(6, C, T_MAX, 12, position="alibi"),
     }
 
 
@@ -47,11 +50,12 @@ def x_of(B: int = 2, T: int = 10, seed: int = 1) -> torch.Tensor:
 # --- GQA is MHA when every query head has its own key/value head -------------------------------
 
 
-def test_gqa_with_n_kv_head_equal_to_n_head_is_causal_self_attention():
+@pytest.mark.parametrize("position", ["learned", "rope", "alibi"])
+def test_gqa_with_n_kv_head_equal_to_n_head_is_causal_self_attention(position):
     torch.manual_seed(0)
-    csa = CausalSelfAttention(6, C, T_MAX)
+    csa = CausalSelfAttention(6, C, T_MAX, position=position)
     gqa = GroupedQueryAttention.from_causal(csa)
-    assert gqa.n_kv_head == gqa.n_head == 6
+    assert gqa.n_kv_head == gqa.n_head == 6 and gqa.position == position
     for return_weights in (False, True):
         x1 = x_of().requires_grad_()
         x2 = x1.detach().clone().requires_grad_()
@@ -79,9 +83,10 @@ def test_fused_and_written_out_paths_agree(name):
     assert_close(weights.sum(-1), torch.ones(2, 6, 10))
 
 
-def test_latent_form_equals_the_up_projected_form():
+@pytest.mark.parametrize("name", ["MLA", "MLA, ALiBi"])
+def test_latent_form_equals_the_up_projected_form(name):
     # What the cache uses (scores against the latents) is what training computes.
-    mla = layers()["MLA"]
+    mla = layers()[name]
     x = x_of(T=12)
     c = mla.latent(x)  # (B, T, R)
     assert c.shape == (2, 12, 12)
@@ -183,9 +188,19 @@ def ids(*shape: int, seed: int = 1) -> torch.Tensor:
     return torch.randint(BASE.vocab_size, shape, generator=torch.Generator().manual_seed(seed))
 
 
-@pytest.mark.parametrize("variant", list(VARIANTS))
-def test_cached_logits_equal_a_full_forward_pass(variant):
-    model = make(VARIANTS[variant])
+# Every variant with the position schemes that act inside attention (and the default).
+# MLA takes no RoPE: see test_mla_refuses_rope.
+WITH_POSITIONS = [
+    (variant, position)
+    for variant in VARIANTS
+    for position in ("learned", "rope", "alibi", "none")
+    if (variant, position) != ("MLA", "rope")
+]
+
+
+@pytest.mark.parametrize("variant, position", WITH_POSITIONS)
+def test_cached_logits_equal_a_full_forward_pass(variant, position):
+    model = make(dataclasses.replace(VARIANTS[variant], position=position))
     idx = ids(2, 24)
     cache = KVCache(model, batch_size=2)
     pieces = [
@@ -196,10 +211,12 @@ def test_cached_logits_equal_a_full_forward_pass(variant):
         assert_close(torch.cat(pieces, dim=1), model(idx)[0], rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("variant", list(VARIANTS))
-@pytest.mark.parametrize("seed", range(2))
-def test_generation_with_the_cache_is_recomputation(variant, seed):
-    model = make(VARIANTS[variant], seed=seed)
+@pytest.mark.parametrize(
+    "variant, position, seed",
+    [(v, p, seed) for v, p in WITH_POSITIONS for seed in range(2 if p == "learned" else 1)],
+)
+def test_generation_with_the_cache_is_recomputation(variant, position, seed):
+    model = make(dataclasses.replace(VARIANTS[variant], position=position), seed=seed)
     idx = ids(3, 5, seed=seed)
     for options in ({"greedy": True}, {"top_k": 5}):
         outs = [
@@ -282,6 +299,14 @@ def test_kv_cache_bytes_by_hand():
 def test_kv_cache_bytes_rejects_what_means_nothing(kwargs, error, message):
     with pytest.raises(error, match=message):
         kv_cache_bytes(**{"n_layer": 2, "tokens": 4, **kwargs})
+
+
+def test_mla_refuses_rope():
+    # DeepSeek-V2's decoupled RoPE key is what makes RoPE and a latent cache fit.
+    with pytest.raises(ValueError, match="does not take position='rope'.*decoupled"):
+        MultiHeadLatentAttention(6, C, T_MAX, 12, position="rope")
+    with pytest.raises(ValueError, match="does not take position='rope'.*decoupled"):
+        dataclasses.replace(VARIANTS["MLA"], position="rope")
 
 
 # --- the model's configuration ---------------------------------------------------------------
