@@ -20,20 +20,23 @@ from pathlib import Path
 
 import torch
 
-from lab.common import RESULTS_DIR, command_line, progress, result_header, write_json
+from lab.common import (
+    RESULTS_DIR,
+    command_line,
+    note_load_after,
+    progress,
+    result_header,
+    write_json,
+)
 from snippets.generate import KVCache, forward_with_cache, generate
 from snippets.kv_heads import kv_cache_bytes
 from snippets.model import GPT, GPTConfig, parameter_count
-from snippets.train import (
+from snippets.train import TrainConfig, evaluate, lr_at, make_optimizer, train_step
+from snippets.train_data import (
     MARKOV,
-    TrainConfig,
-    evaluate,
     load_corpus,
-    lr_at,
-    make_optimizer,
     markov_loss,
     micro_batches,
-    train_step,
     val_windows,
 )
 
@@ -121,6 +124,7 @@ def ms_per_token(models: dict[str, GPT], rounds: int) -> dict[str, list[float]]:
 
 
 def run(settings: dict, command: str) -> dict:
+    header = result_header(SCHEMA, command)  # the machine, and its load before
     steps = settings["steps"]
     train = TrainConfig(steps=steps, eval_interval=steps, warmup_steps=min(50, steps))
     if steps < 50:  # a smoke test (--quick): less text and validation
@@ -159,8 +163,9 @@ def run(settings: dict, command: str) -> dict:
     for name, samples in timings.items():
         results[name]["ms_per_token"] = round(statistics.median(samples), 4)
         results[name]["ms_per_token_runs"] = [round(s, 4) for s in samples]
+    note_load_after(header)
     return {
-        **result_header(SCHEMA, command),
+        **header,
         "settings": settings,
         "train": dataclasses.asdict(train),
         "model": dataclasses.asdict(model_config(train, vocab, "MHA")),

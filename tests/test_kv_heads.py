@@ -360,7 +360,8 @@ def test_experiment_command_runs_quickly(tmp_path, capsys):
 
 def check_result(data: dict) -> None:
     """What the page reads from a result file, and what must hold in any."""
-    assert data["machine"]["cpu_model"] and data["machine"]["torch"]
+    machine = data["machine"]
+    assert machine["cpu_model"] and machine["torch"] and "load_1min_after" in machine
     v = data["variants"]
     # Cache bytes: MHA 4 heads, GQA 2, MQA 1, MLA a latent of 2 D (MQA's size).
     assert v["MHA"]["cache_bytes_fp32"] == 2 * v["GQA"]["cache_bytes_fp32"]
