@@ -1,8 +1,8 @@
 """Fewer keys and values to cache: grouped-query and multi-head latent attention.
 
-Needs torch and snippets/attention.py. Shape letters: B batch, T sequence length,
-C channels (n_embed), H query heads, G key/value heads (n_kv_head), D head size
-(C // H), R the width of the latent (kv_latent).
+Needs torch, snippets/attention.py and snippets/positions.py. Shape letters:
+B batch, T sequence length, C channels (n_embed), H query heads, G key/value
+heads (n_kv_head), D head size (C // H), R the width of the latent (kv_latent).
 """
 
 # --8<-- [start:imports]
@@ -16,12 +16,12 @@ from snippets.attention import (
     CausalSelfAttention,
     _check_config,
     _check_input,
-    _check_position,
     _check_positive_int,
     alibi_mask,
     apply_position,
     scaled_dot_product_attention,
 )
+from snippets.positions import check_position
 
 # --8<-- [end:imports]
 
@@ -121,7 +121,7 @@ class GroupedQueryAttention(nn.Module):
     ):
         super().__init__()
         _check_config(n_head, n_embed, context_length)
-        _check_position(position, n_embed // n_head, context_length, max_length)
+        check_position(position, n_embed // n_head, context_length, max_length)
         _check_positive_int("n_kv_head", n_kv_head)
         if n_head % n_kv_head != 0:
             raise ValueError(
@@ -253,7 +253,7 @@ class MultiHeadLatentAttention(nn.Module):
     ):
         super().__init__()
         _check_config(n_head, n_embed, context_length)
-        _check_position(position, n_embed // n_head, context_length, max_length)
+        check_position(position, n_embed // n_head, context_length, max_length)
         if position == "rope":
             raise ValueError(MLA_ROPE)
         _check_positive_int("kv_latent", kv_latent)
