@@ -355,8 +355,8 @@ def kv_cache_bytes(
     layer (0 for this guide's layer, which has none). Give either n_kv_head and
     head_size, or kv_latent.
     """
-    for name, value in (("n_layer", n_layer), ("tokens", tokens), ("batch", batch),
-                        ("bytes_per_element", bytes_per_element)):  # fmt: skip
+    counts = {"n_layer": n_layer, "tokens": tokens, "batch": batch}
+    for name, value in {**counts, "bytes_per_element": bytes_per_element}.items():
         _check_positive_int(name, value)
     heads = n_kv_head is not None and head_size is not None
     given = [v is not None for v in (n_kv_head, head_size, kv_latent)]
