@@ -1,0 +1,394 @@
+"""Masks beyond causal: their figures and what a sliding window costs.
+
+    python -m lab.masks cost            # the page's numbers, a few minutes
+    python -m lab.masks cost --quick    # small sizes, seconds (the tests run it)
+    python -m lab.masks figures         # redraw the page's mask figures
+
+`cost` times one attention call with a sliding-window mask three ways, for T
+from 256 to 8192: FlexAttention with a block mask (compiled), the dense mask given
+to F.scaled_dot_product_attention, and full causal SDPA (is_causal=True) for
+reference. It writes docs/assets/results/masks-cost.json and masks-cost.svg and
+prints the table. FlexAttention is compiled once per process
+(compiled_flex_attention); its compile time is reported apart from the runs.
+"""
+
+import argparse
+import functools
+import statistics
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from lab.common import (
+    ARTIFACTS,
+    RESULTS_DIR,
+    command_line,
+    machine_info,
+    progress,
+    result_header,
+    write_json,
+)
+from snippets.bench import time_interleaved
+from snippets.masks import (
+    bidirectional_mask,
+    causal_mask,
+    document_mask,
+    prefix_lm_mask,
+    sliding_window_mask,
+    sliding_window_mask_mod,
+)
+
+SCHEMA = "attention-guide/masks-cost/1"
+COST_FILE = RESULTS_DIR / "masks-cost.json"
+COST_PLOT = RESULTS_DIR / "masks-cost.svg"
+QUICK_DIR = ARTIFACTS / "masks-quick"  # --quick writes here, ignored by git
+WINDOW = 64  # the sliding window of the benchmark, the tests and the page
+DEFAULT_T = [256, 512, 1024, 2048, 4096, 8192]
+QUICK_T = [256, 512]
+JOBS = ("flex", "dense", "causal")
+JOB_LABELS = {
+    "flex": "FlexAttention, block mask",
+    "dense": "SDPA, dense window mask",
+    "causal": "SDPA, causal (no window)",
+}
+
+
+@functools.cache
+def compiled_flex_attention():
+    """torch.compile(flex_attention), made once per process and shared.
+
+    dynamic=True: one compiled kernel for every T (and batch, heads) instead of a
+    recompile per shape; a different mask_mod still compiles anew. On this CPU
+    the first call compiles for seconds (longer with a cold inductor cache).
+    """
+    from torch.nn.attention.flex_attention import flex_attention
+
+    return torch.compile(flex_attention, dynamic=True)
+
+
+def flex_forward(q, k, v, block_mask) -> torch.Tensor:
+    """Compiled FlexAttention, called the one way this project calls it.
+
+    Inference only (no_grad) on contiguous (B, H, T, D) tensors: grad mode and
+    strides are part of what a compiled graph is specialised for, so the tests,
+    the page and the benchmark all call it alike and share one compile (with
+    B=1, H=4, D=32: a batch of 1 and the head size are fixed in the kernel).
+    """
+    flex = compiled_flex_attention()
+    with torch.no_grad():
+        return flex(q.contiguous(), k.contiguous(), v.contiguous(), block_mask=block_mask)
+
+
+def block_mask_for(mask_mod, T: int, B: int | None = None):
+    """create_block_mask on the CPU, for a (T, T) score matrix."""
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    return create_block_mask(mask_mod, B=B, H=None, Q_LEN=T, KV_LEN=T, device="cpu")
+
+
+def eager_flex_attention(q, k, v, block_mask):
+    """flex_attention without compiling: the same masks, computed densely.
+
+    It materialises every score, so it is slow, but it needs no compiler: the
+    tests use it to check each mask_mod against SDPA without one compile per mask.
+    """
+    from torch.nn.attention.flex_attention import flex_attention
+
+    with warnings.catch_warnings():
+        # "called without torch.compile()": on purpose, see the docstring.
+        warnings.filterwarnings("ignore", message=".*without torch.compile.*")
+        return flex_attention(q, k, v, block_mask=block_mask)
+
+
+# ------------------------------------------------------------------ measuring
+
+
+def _randn(*shape: int, seed: int) -> torch.Tensor:
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+def _jobs(q, k, v, block_mask, dense) -> dict:
+    """The three calls timed, each one attention forward pass."""
+    return {
+        "flex": lambda: flex_forward(q, k, v, block_mask),
+        "dense": lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=dense),
+        "causal": lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+    }
+
+
+def run_cost(seq_lens, window, batch, n_head, head_size, repetitions, warmup) -> dict:
+    """Time the three jobs at every T; returns the result file's body."""
+    mask_mod = sliding_window_mask_mod(window)
+    results, compile_seconds = [], None
+    for T in seq_lens:
+        q, k, v = (_randn(batch, n_head, T, head_size, seed=s) for s in range(3))
+        start = time.perf_counter()
+        block_mask = block_mask_for(mask_mod, T)
+        block_mask_ms = (time.perf_counter() - start) * 1e3
+        dense = sliding_window_mask(T, window)  # (T, T), broadcast over B and H
+        with torch.no_grad():
+            start = time.perf_counter()
+            out_flex = flex_forward(q, k, v, block_mask)
+            first_call = time.perf_counter() - start
+            if compile_seconds is None:
+                compile_seconds = round(first_call, 2)  # the first call compiles
+            out_dense = F.scaled_dot_product_attention(q, k, v, attn_mask=dense)
+        max_diff = (out_flex - out_dense).abs().max().item()
+        jobs = _jobs(q, k, v, block_mask, dense)
+        with torch.no_grad():
+            timed = time_interleaved(jobs, repetitions, warmup, retries=2)
+        row = {
+            "seq_len": T,
+            "block_mask_ms": round(block_mask_ms, 3),
+            # Blocks FlexAttention computes, of all (T/128)^2 blocks.
+            "block_density": round(1 - block_mask.sparsity() / 100, 4),
+            "flex_matches_dense": max_diff <= 1e-5,
+            "first_call_s": round(first_call, 3),
+        }
+        for name in JOBS:
+            ms = [s * 1e3 for s in timed[name]["seconds"]]
+            row[name] = {
+                "median_ms": round(statistics.median(ms), 4),
+                "runs_ms": [round(m, 4) for m in ms],
+                "waited": [round(w, 3) for w in timed[name]["waited"]],
+                "retaken": timed[name]["retaken"],
+            }
+        results.append(row)
+        progress(
+            f"T={T}: "
+            + ", ".join(f"{n} {row[n]['median_ms']:.2f} ms" for n in JOBS)
+            + f", agree: {row['flex_matches_dense']}"
+        )
+    return {"compile_seconds": compile_seconds, "results": results}
+
+
+# ------------------------------------------------------------------ reading the file
+
+
+def growth(data: dict, job: str) -> list[float | None]:
+    """Time at T over time at T // 2, per row (None for the first)."""
+    ms = [row[job]["median_ms"] for row in data["results"]]
+    return [None] + [b / a for a, b in zip(ms, ms[1:], strict=False)]
+
+
+def cost_table(data: dict) -> str:
+    """Median ms per call of each job against T, and x per doubling of T."""
+    header = f"{'T':>5}" + "".join(f"{n:>18}" for n in ("FlexAttention", "dense SDPA"))
+    header += f"{'causal SDPA':>18}"
+    lines = [header, f"{'':>5}" + "".join(f"{'ms':>11}{'x/2T':>7}" for _ in JOBS)]
+    steps = {job: growth(data, job) for job in JOBS}
+    for i, row in enumerate(data["results"]):
+        cells = []
+        for job in JOBS:
+            step = steps[job][i]
+            cells.append(f"{row[job]['median_ms']:>11.2f}")
+            cells.append(f"{'' if step is None else f'x{step:.1f}':>7}")
+        lines.append(f"{row['seq_len']:>5}" + "".join(cells))
+    return "\n".join(lines)
+
+
+def describe_run(data: dict) -> str:
+    """Machine, settings and how busy the machine was, a few lines."""
+    m, s = data["machine"], data["settings"]
+    kept = [w for row in data["results"] for j in JOBS for w in row[j]["waited"]]
+    retaken = sum(row[j]["retaken"] for row in data["results"] for j in JOBS)
+    return (
+        f"{m['cpu_model']}, {m['cpu_count']} cores, torch {m['torch']} with"
+        f" {m['torch_threads']} threads, {m['date'][:10]}\n"
+        f"load average before the run: {m['load_per_core']} per core,"
+        f" after: {data['load_per_core_after']} per core\n"
+        f"runs retaken as another process held a CPU: {retaken}; kept runs that"
+        f" waited > 5%: {sum(w > 0.05 for w in kept)} of {len(kept)}\n"
+        f"B={s['batch']}, H={s['n_head']}, D={s['head_size']}, window={s['window']},"
+        f" float32, forward; median of {s['repetitions']} runs"
+        f" (after {s['warmup']} untimed)"
+    )
+
+
+# ------------------------------------------------------------------ figures
+
+
+def cost_plot(data: dict):
+    """Milliseconds per call against T, log-log, with guides rising like T and T²."""
+    from lab.plotting import COLORS, INK, pyplot
+
+    plt = pyplot()
+    seq_lens = [row["seq_len"] for row in data["results"]]
+    fig, ax = plt.subplots(figsize=(6.4, 3.8))
+    markers = {"flex": "o", "dense": "s", "causal": "^"}
+    for job, color in zip(JOBS, (COLORS[0], COLORS[1], COLORS[2]), strict=True):
+        ms = [row[job]["median_ms"] for row in data["results"]]
+        ax.plot(seq_lens, ms, color=color, marker=markers[job], label=JOB_LABELS[job])
+    T_end = seq_lens[-1]
+    for job, exponent, dash, label in (
+        ("dense", 2, (6, 3), "∝ T²"),
+        ("flex", 1, (2, 2), "∝ T"),
+    ):
+        end = data["results"][-1][job]["median_ms"]
+        guide = [end * (T / T_end) ** exponent for T in seq_lens]
+        ax.plot(seq_lens, guide, color=INK, linewidth=1, dashes=dash, label=label)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xticks(seq_lens, [str(T) for T in seq_lens])
+    ax.minorticks_off()
+    ax.set_xlabel("sequence length T (log scale)")
+    ax.set_ylabel("milliseconds per call (log scale)")
+    s = data["settings"]
+    ax.set_title(f"Sliding window of {s['window']}: time per attention call")
+    ax.grid(True, which="major")
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    return fig
+
+
+FIGURE_T = 12
+FIGURES = {  # file stem -> (title, the mask drawn)
+    "causal": ("causal", lambda: causal_mask(FIGURE_T)),
+    "bidirectional": ("bidirectional (encoder)", lambda: bidirectional_mask(FIGURE_T)),
+    "sliding-window": (
+        "sliding window, window = 4",
+        lambda: sliding_window_mask(FIGURE_T, 4),
+    ),
+    "prefix-lm": ("prefix-LM, prefix_length = 5", lambda: prefix_lm_mask(FIGURE_T, 5)),
+    "document": (
+        "documents of 5, 4 and 3 tokens",
+        lambda: document_mask(torch.tensor([[0] * 5 + [1] * 4 + [2] * 3]))[0],
+    ),
+}
+
+
+def mask_figure(mask: torch.Tensor, title: str):
+    """A (T, T) mask as a grid: a filled cell where query i may see key j."""
+    from matplotlib.colors import ListedColormap
+
+    from lab.plotting import COLORS, INK, pyplot
+
+    plt = pyplot()
+    T = mask.size(-1)
+    fig, ax = plt.subplots(figsize=(3.0, 3.2))
+    # Hidden cells stay transparent: the page's own background shows through.
+    ax.imshow(mask.int(), cmap=ListedColormap(["none", COLORS[0]]), vmin=0, vmax=1)
+    ax.set_xticks(range(T), [str(j) if j % 2 == 0 else "" for j in range(T)])
+    ax.set_yticks(range(T), [str(i) if i % 2 == 0 else "" for i in range(T)])
+    ax.set_xticks([t - 0.5 for t in range(T + 1)], minor=True)
+    ax.set_yticks([t - 0.5 for t in range(T + 1)], minor=True)
+    ax.grid(True, which="minor", color=INK, linewidth=0.5, alpha=0.5)
+    ax.tick_params(which="both", length=0)
+    ax.xaxis.set_label_position("top")
+    ax.xaxis.tick_top()
+    ax.set_xlabel("key position j")
+    ax.set_ylabel("query position i")
+    ax.set_title(title, fontsize=9, pad=4, y=-0.1)
+    fig.tight_layout()
+    return fig
+
+
+def figure_path(stem: str, out=RESULTS_DIR):
+    return out / f"masks-{stem}.svg"
+
+
+def draw_figures(out=RESULTS_DIR) -> list:
+    """Write every mask figure into out; returns the paths."""
+    from lab.plotting import save_svg
+
+    paths = []
+    for stem, (title, mask) in FIGURES.items():
+        paths.append(save_svg(mask_figure(mask(), title), figure_path(stem, out)))
+    return paths
+
+
+# ------------------------------------------------------------------ command line
+
+
+def cmd_cost(args, argv: list[str]) -> dict:
+    seq_lens = sorted(set(args.seq_lens or (QUICK_T if args.quick else DEFAULT_T)))
+    repetitions = args.repetitions or (3 if args.quick else 15)
+    warmup = 1 if args.quick else 3
+    out = args.out or (QUICK_DIR if args.quick else RESULTS_DIR)
+    torch.set_num_threads(args.threads)
+    header = result_header(SCHEMA, command_line("lab.masks", argv))
+    settings = {
+        "seq_lens": seq_lens,
+        "window": args.window,
+        "batch": 1,
+        "n_head": 4,
+        "head_size": 32,
+        "repetitions": repetitions,
+        "warmup": warmup,
+        "block_size": 128,
+        "compile": "torch.compile(flex_attention, dynamic=True), once",
+    }
+    start = time.perf_counter()
+    body = run_cost(
+        seq_lens,
+        args.window,
+        settings["batch"],
+        settings["n_head"],
+        settings["head_size"],
+        repetitions,
+        warmup,
+    )
+    data = {
+        **header,
+        "settings": settings,
+        "elapsed_seconds": round(time.perf_counter() - start, 1),
+        "load_per_core_after": machine_info()["load_per_core"],
+        **body,
+    }
+    from lab.plotting import save_svg
+
+    out.mkdir(parents=True, exist_ok=True)
+    progress(f"wrote {write_json(out / COST_FILE.name, data)}")
+    progress(f"wrote {save_svg(cost_plot(data), out / COST_PLOT.name)}")
+    print(describe_run(data))
+    print(f"compile (first call, T={seq_lens[0]}): {data['compile_seconds']} s")
+    print(cost_table(data))
+    return data
+
+
+def cmd_figures(args, argv: list[str]) -> None:
+    for path in draw_figures(args.out or RESULTS_DIR):
+        progress(f"wrote {path}")
+
+
+def _ints(text: str) -> list[int]:
+    try:
+        values = [int(t) for t in text.split(",")]
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected ints like 256,512") from err
+    if any(v < 128 for v in values):
+        raise argparse.ArgumentTypeError(f"{text!r}: each T must be >= 128")
+    return values
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m lab.masks", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+    cost = sub.add_parser("cost", help="time a sliding window three ways")
+    cost.add_argument("--quick", action="store_true", help="T=256,512, 3 runs")
+    cost.add_argument("--seq-lens", type=_ints, help="comma-separated T values")
+    cost.add_argument("--window", type=int, default=WINDOW)
+    cost.add_argument("--repetitions", type=int, help="timed runs per job and T")
+    cost.add_argument("--threads", type=int, default=1, help="torch threads (default 1, see page)")
+    cost.add_argument("--out", type=Path, help="folder for the JSON and the plot")
+    figures = sub.add_parser("figures", help="draw the mask figures")
+    figures.add_argument("--out", type=Path, help="folder (default: the site's)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    args = parser().parse_args(argv)
+    if args.command == "cost":
+        cmd_cost(args, argv)
+    else:
+        cmd_figures(args, argv)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
