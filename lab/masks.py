@@ -297,7 +297,7 @@ def mask_figure(mask: torch.Tensor, title: str):
     T = mask.size(-1)
     fig, ax = plt.subplots(figsize=(3.0, 3.2))
     # Hidden cells stay transparent: the page's own background shows through.
-    ax.imshow(mask.int(), cmap=ListedColormap(["none", COLORS[0]]), vmin=0, vmax=1)
+    ax.imshow(mask.int().numpy(), cmap=ListedColormap(["none", COLORS[0]]), vmin=0, vmax=1)
     ax.set_xticks(range(T), [str(j) if j % 2 == 0 else "" for j in range(T)])
     ax.set_yticks(range(T), [str(i) if i % 2 == 0 else "" for i in range(T)])
     ax.set_xticks([t - 0.5 for t in range(T + 1)], minor=True)
