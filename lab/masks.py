@@ -27,7 +27,7 @@ from lab.common import (
     ARTIFACTS,
     RESULTS_DIR,
     command_line,
-    machine_info,
+    note_load_after,
     progress,
     result_header,
     write_json,
@@ -226,8 +226,8 @@ def describe_run(data: dict) -> str:
     return (
         f"{m['cpu_model']}, {m['cpu_count']} cores, torch {m['torch']} with"
         f" {m['torch_threads']} thread(s), {m['date'][:10]}\n"
-        f"load average before the run: {m['load_per_core']} per core,"
-        f" after: {data['load_per_core_after']} per core\n"
+        f"load average (1 min) before the run: {m['load_1min_before']},"
+        f" after: {m['load_1min_after']}\n"
         f"wall time / CPU time of the runs: {wall / cpu:.2f}\n"
         f"B={s['batch']}, H={s['n_head']}, D={s['head_size']}, window={s['window']},"
         f" float32, forward; median CPU time of {s['repetitions']} runs"
@@ -360,10 +360,9 @@ def cmd_cost(args, argv: list[str]) -> dict:
         warmup,
     )
     data = {
-        **header,
+        **note_load_after(header),
         "settings": settings,
         "elapsed_seconds": round(time.perf_counter() - start, 1),
-        "load_per_core_after": machine_info()["load_per_core"],
         **body,
     }
     from lab.plotting import save_svg
