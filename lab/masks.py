@@ -203,16 +203,16 @@ def growth(data: dict, job: str) -> list[float | None]:
 
 def cost_table(data: dict) -> str:
     """Median CPU ms per call of each job against T, and x per doubling of T."""
-    header = f"{'T':>5}" + "".join(f"{n:>18}" for n in ("FlexAttention", "dense SDPA"))
-    header += f"{'causal SDPA':>18}"
-    lines = [header, f"{'':>5}" + "".join(f"{'ms':>11}{'x/2T':>7}" for _ in JOBS)]
+    names = ("FlexAttention", "dense SDPA", "causal SDPA")
+    header = f"{'T':>5}" + "".join(f"{n:>19}" for n in names)
+    lines = [header, f"{'':>5}" + "".join(f"{'ms':>11}{'growth':>8}" for _ in JOBS)]
     steps = {job: growth(data, job) for job in JOBS}
     for i, row in enumerate(data["results"]):
         cells = []
         for job in JOBS:
             step = steps[job][i]
             cells.append(f"{row[job]['cpu_ms']:>11.2f}")
-            cells.append(f"{'' if step is None else f'x{step:.1f}':>7}")
+            cells.append(f"{'' if step is None else f'x{step:.1f}':>8}")
         lines.append(f"{row['seq_len']:>5}" + "".join(cells))
     return "\n".join(lines)
 
@@ -230,8 +230,8 @@ def describe_run(data: dict) -> str:
         f" after: {m['load_1min_after']}\n"
         f"wall time / CPU time of the runs: {wall / cpu:.2f}\n"
         f"B={s['batch']}, H={s['n_head']}, D={s['head_size']}, window={s['window']},"
-        f" float32, forward; median CPU time of {s['repetitions']} runs"
-        f" (after {s['warmup']} untimed)"
+        f" float32, forward\nmedian CPU time of {s['repetitions']} runs"
+        f" (after {s['warmup']} untimed); growth: time at T / time at T/2"
     )
 
 
