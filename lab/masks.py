@@ -79,6 +79,18 @@ def window_mask_mod(window: int):
     return sliding_window_mask_mod(window)
 
 
+_BLOCK_MASK_TENSORS = (
+    "kv_num_blocks",
+    "kv_indices",
+    "full_kv_num_blocks",
+    "full_kv_indices",
+    "q_num_blocks",
+    "q_indices",
+    "full_q_num_blocks",
+    "full_q_indices",
+)
+
+
 def flex_forward(q, k, v, block_mask) -> torch.Tensor:
     """Compiled FlexAttention, called the one way this project calls it.
 
@@ -86,7 +98,14 @@ def flex_forward(q, k, v, block_mask) -> torch.Tensor:
     strides are part of what a compiled graph is specialised for, so the tests,
     the page and the benchmark all call it alike and share one compile (with
     B=1, H=4, D=32: a batch of 1 and the head size are fixed in the kernel).
+    The block mask's tables are marked dynamic in their block dimensions:
+    otherwise the first new T recompiles, to learn that they vary.
     """
+    for name in _BLOCK_MASK_TENSORS:
+        table = getattr(block_mask, name, None)
+        if table is not None:
+            for dim in range(2, table.dim()):  # (B, H, blocks[, blocks])
+                torch._dynamo.maybe_mark_dynamic(table, dim)
     flex = compiled_flex_attention()
     with torch.no_grad():
         return flex(q.contiguous(), k.contiguous(), v.contiguous(), block_mask=block_mask)
