@@ -1,17 +1,15 @@
 """Tests for snippets/masks.py: causal, padding, sliding-window, prefix-LM, document and
-bidirectional masks, their FlexAttention twins, and `python -m lab.masks`."""
+bidirectional masks, their FlexAttention twins, eager and compiled (lab.masks.flex_forward).
+`python -m lab.masks` itself is tested in tests/test_lab_masks.py."""
 
 import functools
-import json
 import re
-import xml.etree.ElementTree as ET
 
 import pytest
 import torch
 from torch.nn.attention.flex_attention import create_mask
 from torch.testing import assert_close
 
-from lab import masks as lab_masks
 from lab.masks import (
     WINDOW,
     block_mask_for,
@@ -303,41 +301,3 @@ def test_prefix_lm_prefix_sees_both_ways_and_the_rest_is_causal():
         else:
             # After the prefix: causal, exactly positions s..T-1 move.
             assert moved.tolist() == [t >= s for t in range(T)], f"token {s}: {moved.tolist()}"
-
-
-# --- the cost command and the figures --------------------------------------------------------
-
-
-def test_cost_quick_runs_end_to_end(tmp_path, flex, capsys):
-    lab_masks.main(["cost", "--quick", "--out", str(tmp_path)])
-    data = json.loads((tmp_path / "masks-cost.json").read_text())
-    assert data["schema"] == lab_masks.SCHEMA and data["machine"]["cpu_count"] >= 1
-    assert [row["seq_len"] for row in data["results"]] == lab_masks.QUICK_T
-    for row in data["results"]:
-        assert row["flex_matches_dense"], row
-        # 128-blocks, window 64: each query block needs its own and the previous key block,
-        # 2n - 1 of the n^2 blocks: the work grows linearly in T.
-        n = row["seq_len"] // 128
-        assert row["block_density"] == round((2 * n - 1) / n**2, 4)
-        for job in lab_masks.JOBS:
-            for clock in ("runs_cpu_ms", "runs_wall_ms"):
-                assert len(row[job][clock]) == data["settings"]["repetitions"]
-    ET.parse(tmp_path / "masks-cost.svg")  # a well-formed plot
-    printed = capsys.readouterr().out
-    assert lab_masks.cost_table(data) in printed
-
-
-def test_committed_cost_file_is_a_full_run():
-    data = json.loads(lab_masks.COST_FILE.read_text())
-    assert data["schema"] == lab_masks.SCHEMA
-    assert data["command"].startswith("python -m lab.masks cost")
-    assert [row["seq_len"] for row in data["results"]] == lab_masks.DEFAULT_T
-    assert all(row["flex_matches_dense"] for row in data["results"])
-    assert data["settings"]["window"] == WINDOW
-    assert lab_masks.COST_PLOT.exists()
-
-
-def test_committed_mask_figures_are_what_the_code_draws(tmp_path):
-    for path in lab_masks.draw_figures(tmp_path):
-        committed = lab_masks.RESULTS_DIR / path.name
-        assert committed.read_bytes() == path.read_bytes(), f"{path.name}: run lab.masks figures"
