@@ -436,6 +436,14 @@ def committed_figures() -> dict[Path, object]:
 
         return lr_schedule(TrainConfig())
 
+    def mask_figures() -> dict:
+        from lab import masks  # drawn there, in this style: the masks page's figures
+
+        figures = {masks.COST_PLOT: lambda: masks.cost_plot(load(masks.COST_FILE))}
+        for stem, (title, mask) in masks.FIGURES.items():
+            figures[masks.figure_path(stem)] = lambda t=title, m=mask: masks.mask_figure(m(), t)
+        return figures
+
     cost = RESULTS_DIR / "attention-cost.json"
     positions = RESULTS_DIR / "positions.json"
     return {
@@ -453,6 +461,7 @@ def committed_figures() -> dict[Path, object]:
         RESULTS_DIR / "positions-alibi.svg": alibi_biases,
         RESULTS_DIR / "positions-learned.svg": lambda: learned_similarity(load(positions)),
         RESULTS_DIR / "positions-excess.svg": lambda: position_excess(load(positions)),
+        **mask_figures(),
     }
 
 
