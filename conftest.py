@@ -3,13 +3,12 @@ import os
 
 import torch
 
-pytest_plugins = ["tests.pagecheck"]
+pytest_plugins = ["tests.pagecheck", "tests.xdist_scheduling"]
 
 # The suite's tensors are tiny: torch's intra-op thread pool costs more than it saves, and on a
-# loaded 2-core machine (CI also drives a browser) it made the suite 3-4x slower. Printed
-# outputs on the pages are rounded, and were checked to match with one thread and with two.
-# GUIDE_TORCH_THREADS=2 runs everything on two threads instead, as a reader's notebook would:
-# tests/test_portability.py runs the pages' blocks that way to prove their outputs hold.
+# loaded 2-core machine (CI also drives a browser) it made the suite 3-4x slower.
+# GUIDE_TORCH_THREADS=2 runs on two threads instead, as a reader's notebook would:
+# tests/test_portability.py runs the pages' blocks that way, to prove their outputs hold.
 torch.set_num_threads(int(os.environ.get("GUIDE_TORCH_THREADS", "1")))
 
 

@@ -287,6 +287,12 @@ def pytest_addoption(parser):
     group.addoption(
         "--docs-dir", default="docs", help="folder of Markdown pages, relative to rootdir"
     )
+    group.addoption(
+        "--no-record",
+        action="store_true",
+        help=f"do not note the pages that ran green in {LAST_RUN} (the run under other CPU "
+        "settings in tests/test_portability.py uses it)",
+    )
 
 
 def pytest_configure(config):
@@ -391,8 +397,41 @@ def pytest_runtest_makereport(item, call):
 
 
 def pytest_sessionfinish(session):
-    _record_green_pages(session.config)
+    config = session.config
+    if hasattr(config, "workerinput"):
+        # A pytest-xdist worker: hand its pages' counts and Output updates to the controller,
+        # which merges them (pytest_testnodedown), records the green pages and prints the summary.
+        config.workeroutput["pagecheck"] = {
+            "pages": config._pagecheck["pages"],
+            "updates": [
+                [o.page, o.line, o.end, o.indent, text] for o, text in config._pagecheck["updates"]
+            ],
+        }
+        return
+    if not config.getoption("--no-record"):
+        _record_green_pages(config)
     _update_outputs(session)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """pytest-xdist: merge what a finished worker saw into the controller's counts."""
+    sent = getattr(node, "workeroutput", {}).get("pagecheck")
+    if not sent:
+        return
+    cache = node.config._pagecheck
+    for key, stats in sent["pages"].items():
+        # Every worker collects every page, but only one runs it: keep the one that did.
+        mine = cache["pages"].get(key)
+        if mine is None or _progress(stats) > _progress(mine):
+            cache["pages"][key] = stats
+    for page, line, end, indent, text in sent["updates"]:
+        output = Block(page, line, end, indent, "text", "Output", "", [])
+        cache["updates"].append((output, text))
+
+
+def _progress(stats: dict) -> tuple[int, int, int]:
+    return stats["ran"], stats["passed"], len(stats["skipped"])
 
 
 def _record_green_pages(config) -> None:
@@ -420,7 +459,10 @@ def _record_green_pages(config) -> None:
                 "python": platform.python_version(),
             }
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+    # Write, then rename: a run started from a page (contributing.md) never reads half a file.
+    partial = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    partial.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+    os.replace(partial, path)
 
 
 def _update_outputs(session) -> None:

@@ -1,5 +1,6 @@
 """The page harness itself: it must fail on broken pages, and say where."""
 
+import json
 import os
 import re
 import subprocess
@@ -35,7 +36,9 @@ def greet(name):
 def run_pages(tmp_path: Path, pages: dict[str, str], *args: str) -> subprocess.CompletedProcess:
     """Run the harness in a fresh pytest process on a throw-away site."""
     (tmp_path / "mkdocs.yml").write_text(MKDOCS_YML)
-    (tmp_path / "conftest.py").write_text('pytest_plugins = ["tests.pagecheck"]\n')
+    (tmp_path / "conftest.py").write_text(
+        'pytest_plugins = ["tests.pagecheck", "tests.xdist_scheduling"]\n'
+    )
     (tmp_path / "pytest.ini").write_text("[pytest]\ntestpaths = docs\n")
     (tmp_path / "code").mkdir(exist_ok=True)
     (tmp_path / "code" / "greeting.py").write_text(MODULE)
@@ -127,6 +130,30 @@ def test_wrong_output_fails_and_update_output_rewrites_it(tmp_path):
     proc = run_pages(tmp_path, {"output.md": page}, "--update-output")
     assert proc.returncode == 0
     assert '```text title="Output"\n42\n```' in (tmp_path / "docs" / "output.md").read_text()
+
+
+CHAIN = "".join(f"\n```python\nn{i} = n{i - 1} + 1\n```\n" for i in range(1, 7))
+
+
+def test_under_xdist_a_page_stays_whole_and_the_controller_reports_and_records(tmp_path):
+    """With two workers (as pytest.ini runs the suite), each page's blocks run in order in one
+    worker, the summary lists every page, and only the green page is recorded."""
+    chain = "```python\nn0 = 0\n```\n" + CHAIN
+    wrong = '```python\nprint(6 * 7)\n```\n\n```text title="Output"\n41\n```\n'
+    pages = {"chain.md": chain, "wrong.md": wrong}
+    proc = run_pages(tmp_path, pages, "-n", "2")
+    assert proc.returncode == 1, proc.stdout
+    assert "bringing up nodes" in proc.stdout  # the workers of pytest-xdist
+    assert "1 failed, 7 passed" in proc.stdout
+    assert "docs/chain.md: 7 ran (0 with checked output), 0 skipped" in proc.stdout
+    assert "docs/wrong.md: 1 ran (1 with checked output), 0 skipped" in proc.stdout
+    record = json.loads((tmp_path / ".cache" / "pagecheck" / "last-run.json").read_text())
+    assert sorted(record) == ["docs/chain.md"]
+    assert record["docs/chain.md"]["blocks"] == 7
+    proc = run_pages(tmp_path, pages, "-n", "2", "--update-output")
+    assert proc.returncode == 0, proc.stdout
+    assert "updated the Output block at docs/wrong.md:5" in proc.stdout
+    assert '```text title="Output"\n42\n```' in (tmp_path / "docs" / "wrong.md").read_text()
 
 
 def test_later_blocks_fail_after_an_earlier_one_failed(tmp_path):
