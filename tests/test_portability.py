@@ -49,7 +49,8 @@ def run_pages(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
     """Run the pages' blocks in a fresh process with `env` added to this one's environment."""
     return subprocess.run(
         [sys.executable, "-m", "pytest", *args, "-p", "no:cacheprovider", "-n", "0"]
-        + ["--no-record", "-o", "console_output_style=classic"],
+        # No captured logs in the report: torch.compile's debug log would bury the failure.
+        + ["--no-record", "--show-capture=no", "-o", "console_output_style=classic"],
         cwd=ROOT,
         env={**os.environ, **env},
         capture_output=True,
@@ -63,13 +64,19 @@ def failures(proc: subprocess.CompletedProcess) -> list[str]:
     return [f"{m['page']}:{m['line']}" for m in _FAILED.finditer(proc.stdout)]
 
 
+def first_failure(stdout: str) -> str:
+    start = stdout.find("= FAILURES =")
+    return stdout[start:] if start >= 0 else stdout[-8000:]
+
+
 def explain(setting: str, proc: subprocess.CompletedProcess) -> str:
     env = " ".join(f"{k}={v}" for k, v in SETTINGS.get(setting, {}).items())
     where = ", ".join(failures(proc)) or "no block named: see the output"
     return (
         f"under the setting {setting!r} ({env}), the pages' blocks fail at {where}.\n"
         f"Rerun by hand: {env} .venv/bin/python -m pytest docs -n 0\n"
-        f"--- stdout (end) ---\n{proc.stdout[-6000:]}\n--- stderr (end) ---\n{proc.stderr[-2000:]}"
+        f"--- stdout (from the first failure) ---\n{first_failure(proc.stdout)[:8000]}\n"
+        f"--- stderr (end) ---\n{proc.stderr[-2000:]}"
     )
 
 
