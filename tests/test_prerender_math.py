@@ -1,0 +1,105 @@
+"""Tests for hooks/prerender_math.py: the site's math typeset at build time by MathJax on Node.
+
+The hook is called as mkdocs calls it, on small pages; it runs the real renderer
+(tools/mathjax-render.js) on the MathJax that `npm ci --prefix tools` installed.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import shutil
+from types import SimpleNamespace
+
+import pytest
+from mkdocs.exceptions import PluginError
+
+from tests.conftest import ROOT
+
+if shutil.which("node") is None or not (ROOT / "tools" / "node_modules" / "mathjax-full").is_dir():
+    pytest.skip(
+        "needs Node.js and `npm ci --prefix tools` (as the build does)", allow_module_level=True
+    )
+
+
+@pytest.fixture
+def hook(tmp_path, monkeypatch):
+    spec = importlib.util.spec_from_file_location(
+        "prerender_math", ROOT / "hooks" / "prerender_math.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    monkeypatch.setattr(module, "CACHE", tmp_path / "cache")  # not the project's cache
+    module.on_config(None)
+    yield module
+    module.on_post_build(None)
+
+
+def page(src_uri: str = "demo.md"):
+    return SimpleNamespace(file=SimpleNamespace(src_uri=src_uri))
+
+
+def html(article: str) -> str:
+    return f"<html><head><title>t</title></head><body><article>{article}</article></body></html>"
+
+
+INLINE = r'<span class="arithmatex">\(\frac{1}{\sqrt{D}} &lt; x\)</span>'
+DISPLAY = r'<div class="arithmatex">\[\mathrm{softmax}(q k^\top) v\]</div>'
+NOTEBOOK = (
+    '<div class="jp-RenderedHTMLCommon jp-RenderedMarkdown jp-MarkdownOutput">'
+    "<p>weights $w_{ij}$ and <code>$not math$</code></p><div><p>$$x^2$$</p></div></div>"
+)
+
+
+def test_formulas_become_svg_with_mathml_and_no_tex_is_left(hook):
+    out = hook.on_post_page(html(f"<p>{INLINE}</p>{DISPLAY}{NOTEBOOK}"), page(), None)
+    article = out[out.index("<article>") :]
+    assert article.count('<mjx-container class="MathJax" jax="SVG"') == 4
+    assert article.count('display="true"') >= 2  # \[...\] and $$...$$
+    assert article.count("<mjx-assistive-mml") == 4  # what screen readers read
+    assert "<mo>&lt;</mo>" in article and "<msub><mi>w</mi>" in article
+    assert "<code>$not math$</code>" in article  # code is never typeset
+    assert not re.search(r"\\\(|\\\[|\$", re.sub(r"<code>.*?</code>", "", article))
+    assert out.count('<style id="mathjax-svg-styles">') == 1
+
+
+def test_glyphs_are_shared_once_per_page(hook):
+    out = hook.on_post_page(html(f"<p>{INLINE} {INLINE}</p>"), page(), None)
+    ids = re.findall(r'\bid="(MJX-[^"]+)"', out)
+    assert len(ids) == len(set(ids))  # each glyph outline once on the page
+    used = set(re.findall(r'xlink:href="#(MJX-[^"]+)"', out))
+    assert used and used <= set(ids)  # every glyph drawn is defined
+    assert out.index('<svg id="MJX-glyphs"') < out.index("<article>")
+
+
+def test_a_page_without_math_is_left_alone(hook):
+    source = html("<p>No math: $5 and 3 dollars.</p>")
+    assert hook.on_post_page(source, page(), None) == source
+
+
+def test_a_formula_mathjax_cannot_parse_fails_the_build_naming_the_page(hook):
+    broken = (
+        r'<span class="arithmatex">\(\frac{1}{\sqrt{D}\)</span>'  # a brace never closed
+        r'<span class="arithmatex">\(\sqrtt{D}\)</span>' + INLINE  # a typo for \sqrt
+    )
+    with pytest.raises(PluginError) as err:
+        hook.on_post_page(html(broken), page("docs-page.md"), None)
+    message = str(err.value)
+    assert message.startswith("docs-page.md: MathJax cannot typeset 2 formula(s)")
+    assert "Undefined control sequence \\sqrtt" in message
+    assert "\\frac{1}{\\sqrt{D}" in message and "a brace or a delimiter is not closed" in message
+
+
+def test_a_rebuild_takes_known_formulas_from_the_cache(hook, monkeypatch):
+    hook.on_post_page(html(INLINE), page(), None)
+    hook.on_post_build(None)  # writes the cache, stops Node
+    hook.on_config(None)  # the next build
+
+    def no_node():
+        raise AssertionError("Node started although every formula was cached")
+
+    monkeypatch.setattr(hook, "_Node", no_node)
+    out = hook.on_post_page(html(INLINE), page(), None)
+    assert "<mjx-container" in out
+    with pytest.raises(AssertionError, match="Node started"):
+        hook.on_post_page(html(DISPLAY), page(), None)  # a new formula does need Node
