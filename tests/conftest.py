@@ -27,6 +27,49 @@ def built_site(tmp_path_factory) -> Path:
     return out
 
 
+@pytest.fixture(scope="session")
+def browser():
+    """One chromium (Debian's, driven by playwright) for every browser test of the session.
+
+    Without it the test skips with a line saying what to install; REQUIRE_BROWSER=1 (CI)
+    makes that a failure instead.
+    """
+    from tests import browser_checks as bc
+
+    missing = bc.missing_browser()
+    if missing:
+        if os.environ.get("REQUIRE_BROWSER") == "1":
+            pytest.fail(f"browser tests need {missing}; REQUIRE_BROWSER=1 makes that a failure")
+        pytest.skip(f"browser tests need {missing}")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=bc.CHROMIUM, args=bc.CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture(scope="session")
+def site_server(built_site, tmp_path_factory):
+    """The built site on 127.0.0.1, at the path of its site_url; pages written to
+    ``site_server.overlay`` are served too."""
+    from tests import browser_checks as bc
+
+    prefix = bc.site_path((built_site / "sitemap.xml").read_text(encoding="utf-8"))
+    overlay = tmp_path_factory.mktemp("overlay")
+    server = bc.SiteServer(built_site, overlay=overlay, prefix=prefix)
+    yield server
+    server.close()
+
+
+def pytest_collection_modifyitems(config, items):
+    # Under pytest-xdist (--dist loadgroup) every browser test runs in one worker, so the
+    # session's one chromium and one built site serve them all.
+    for item in items:
+        if item.get_closest_marker("browser"):
+            item.add_marker(pytest.mark.xdist_group("browser"))
+
+
 def pytest_terminal_summary(terminalreporter, config):
     lines = config.stash.get(BROWSER_REPORT, None)
     if lines:

@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import re
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -170,63 +168,8 @@ def test_notebook_page_has_its_figures_and_no_cdn(built_site):
 # --- in a real browser ------------------------------------------------------------------
 
 
-class Chromium:
-    """Debian's chromium, driven from a thread of its own.
-
-    Playwright's sync API refuses to start while another sync session runs on the same
-    thread, and tests/test_browser.py keeps one open for the whole test session. So every
-    call into this browser goes through run(fn, ...), which calls fn(browser, ...) on the
-    thread that started it and returns its result, or raises its exception here.
-    """
-
-    def __init__(self):
-        from tests import browser_checks as bc
-
-        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="chromium")
-
-        def start():
-            from playwright.sync_api import sync_playwright
-
-            self._playwright = sync_playwright().start()
-            return self._playwright.chromium.launch(
-                executable_path=bc.CHROMIUM, args=bc.CHROMIUM_ARGS
-            )
-
-        self.browser = self._thread.submit(start).result()
-
-    def run(self, fn, *args):
-        return self._thread.submit(fn, self.browser, *args).result()
-
-    def close(self):
-        def stop(browser):
-            browser.close()
-            self._playwright.stop()
-
-        self.run(stop)
-        self._thread.shutdown()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from tests import browser_checks as bc
-
-    missing = bc.missing_browser()
-    if missing:
-        if os.environ.get("REQUIRE_BROWSER") == "1":
-            pytest.fail(f"explorer browser tests need {missing}", pytrace=False)
-        pytest.skip(f"explorer browser tests need {missing}")
-    chromium = Chromium()
-    yield chromium
-    chromium.close()
-
-
-@pytest.fixture(scope="module")
-def server(built_site):
-    from tests import browser_checks as bc
-
-    site = bc.SiteServer(built_site)
-    yield site
-    site.close()
+# The browser is the session's one chromium (the ``browser`` fixture of tests/conftest.py),
+# shared with tests/test_browser.py; the site is served by the session's ``site_server``.
 
 
 class Tab:
@@ -260,10 +203,10 @@ class Tab:
 
 
 @pytest.fixture(scope="module")
-def tab(browser, server):
-    tab = browser.run(Tab, server)
+def tab(browser, site_server):
+    tab = Tab(browser, site_server)
     yield tab
-    browser.run(lambda _: tab.close())
+    tab.close()
     assert not tab.problems
 
 
@@ -307,52 +250,46 @@ def assert_rows_show(page, example: dict, t: int) -> None:
 
 
 @pytest.mark.browser
-def test_hovering_a_token_shows_its_exported_rows(browser, tab, exported):
-    def check(_):
-        page = tab.page
-        select = page.locator(".attention-explorer select")
-        for n, example in enumerate(exported["examples"]):
-            page.mouse.move(0, 0)  # off the tokens, which the new input redraws
-            select.select_option(str(n))
-            T = len(example["tokens"])
-            assert_rows_show(page, example, T - 1)  # an input opens on its last token
-            for t in sorted({0, 1, T // 2, T - 2, T - 1}):
-                page.locator(f".ae-token[data-position='{t}']").hover()
-                assert_rows_show(page, example, t)
-
-    browser.run(check)
+def test_hovering_a_token_shows_its_exported_rows(tab, exported):
+    page = tab.page
+    select = page.locator(".attention-explorer select")
+    for n, example in enumerate(exported["examples"]):
+        page.mouse.move(0, 0)  # off the tokens, which the new input redraws
+        select.select_option(str(n))
+        T = len(example["tokens"])
+        assert_rows_show(page, example, T - 1)  # an input opens on its last token
+        for t in sorted({0, 1, T // 2, T - 2, T - 1}):
+            page.locator(f".ae-token[data-position='{t}']").hover()
+            assert_rows_show(page, example, t)
 
 
 @pytest.mark.browser
-def test_keyboard_moves_the_query(browser, tab, exported):
-    def check(_):
-        page = tab.page
-        page.mouse.move(0, 0)  # a pointer resting on a token would select it too
-        page.locator(".attention-explorer select").select_option("3")
-        example = exported["examples"][3]
-        T = len(example["tokens"])
-        page.locator(".ae-token[data-position='20']").focus()
-        assert_rows_show(page, example, 20)
-        moves = [("ArrowLeft", 19), ("ArrowLeft", 18), ("ArrowRight", 19), ("Home", 0)]
-        for key, t in moves:
-            page.keyboard.press(key)
-            assert_rows_show(page, example, t)
-            focused = page.evaluate("() => document.activeElement.dataset.position")
-            assert focused == str(t)
-        page.keyboard.press("ArrowLeft")  # at the first token: stays there
-        assert_rows_show(page, example, 0)
-        page.keyboard.press("End")
-        assert_rows_show(page, example, T - 1)
-        # One tab stop for the whole row of tokens: the selected one.
-        tabbable = page.evaluate(
-            "() => [...document.querySelectorAll('.ae-token')]"
-            ".filter(b => b.tabIndex === 0).map(b => b.dataset.position)"
-        )
-        assert tabbable == [str(T - 1)]
-        status = page.locator(".attention-explorer .ae-status").text_content()
-        assert status.startswith(f"Query “{example['tokens'][-1]}”, token {T}.")
-
-    browser.run(check)
+def test_keyboard_moves_the_query(tab, exported):
+    page = tab.page
+    page.mouse.move(0, 0)  # a pointer resting on a token would select it too
+    page.locator(".attention-explorer select").select_option("3")
+    example = exported["examples"][3]
+    T = len(example["tokens"])
+    page.locator(".ae-token[data-position='20']").focus()
+    assert_rows_show(page, example, 20)
+    moves = [("ArrowLeft", 19), ("ArrowLeft", 18), ("ArrowRight", 19), ("Home", 0)]
+    for key, t in moves:
+        page.keyboard.press(key)
+        assert_rows_show(page, example, t)
+        focused = page.evaluate("() => document.activeElement.dataset.position")
+        assert focused == str(t)
+    page.keyboard.press("ArrowLeft")  # at the first token: stays there
+    assert_rows_show(page, example, 0)
+    page.keyboard.press("End")
+    assert_rows_show(page, example, T - 1)
+    # One tab stop for the whole row of tokens: the selected one.
+    tabbable = page.evaluate(
+        "() => [...document.querySelectorAll('.ae-token')]"
+        ".filter(b => b.tabIndex === 0).map(b => b.dataset.position)"
+    )
+    assert tabbable == [str(T - 1)]
+    status = page.locator(".attention-explorer .ae-status").text_content()
+    assert status.startswith(f"Query “{example['tokens'][-1]}”, token {T}.")
 
 
 MASK_CELLS = """
@@ -362,17 +299,14 @@ MASK_CELLS = """
 
 
 @pytest.mark.browser
-def test_mask_toggle_shows_the_exported_masks(browser, tab, exported):
-    def check(_):
-        page = tab.page
-        figure = page.locator(".mask-explorer")
-        for name in ("padding", "both", "causal"):
-            figure.locator(f"button[data-mask='{name}']").click()
-            assert page.evaluate(MASK_CELLS) == exported["masks"][name], name
-            pressed = figure.locator("button[aria-pressed='true']")
-            assert pressed.get_attribute("data-mask") == name
-
-    browser.run(check)
+def test_mask_toggle_shows_the_exported_masks(tab, exported):
+    page = tab.page
+    figure = page.locator(".mask-explorer")
+    for name in ("padding", "both", "causal"):
+        figure.locator(f"button[data-mask='{name}']").click()
+        assert page.evaluate(MASK_CELLS) == exported["masks"][name], name
+        pressed = figure.locator("button[aria-pressed='true']")
+        assert pressed.get_attribute("data-mask") == name
 
 
 NOTEBOOK_MATH = """
@@ -385,7 +319,8 @@ NOTEBOOK_MATH = """
   }).join(" ");
   return {
     typeset: cells.reduce((n, cell) => n + cell.querySelectorAll("mjx-container").length, 0),
-    errors: document.querySelectorAll(".jp-RenderedMarkdown mjx-merror").length,
+    errors: document.querySelectorAll(
+      ".jp-RenderedMarkdown mjx-merror, .jp-RenderedMarkdown [data-mml-node='merror']").length,
     dollars: (text.match(/\\$/g) || []).length,
     figures: document.querySelectorAll("svg[id^='figure-'][role='img']").length,
   };
@@ -394,21 +329,16 @@ NOTEBOOK_MATH = """
 
 
 @pytest.mark.browser
-def test_notebook_math_is_typeset_and_figures_shown(browser, server):
-    """MathJax typesets the notebook's Markdown cells too (mathjax-config.js), where
+def test_notebook_math_is_typeset_and_figures_shown(browser, site_server):
+    """The build typesets the notebook's Markdown cells too (hooks/prerender_math.py), where
     nbconvert writes every formula between dollars; none may be left raw."""
-
-    def check(chromium):
-        context = chromium.new_context(viewport={"width": 1280, "height": 900})
-        try:
-            page = context.new_page()
-            page.goto(server.base + "see-attention/")
-            page.wait_for_function("document.body.dataset.mathTypeset === 'done'")
-            return page.evaluate(NOTEBOOK_MATH)
-        finally:
-            context.close()
-
-    state = browser.run(check)
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    try:
+        page = context.new_page()
+        page.goto(site_server.base + "see-attention/")
+        state = page.evaluate(NOTEBOOK_MATH)
+    finally:
+        context.close()
     assert state["typeset"] >= 10 and state["errors"] == 0, state
     assert state["dollars"] == 0, state
     assert state["figures"] >= 5, state
@@ -416,27 +346,23 @@ def test_notebook_math_is_typeset_and_figures_shown(browser, server):
 
 @pytest.mark.browser
 @pytest.mark.parametrize("scheme", ["light", "dark"])
-def test_explorer_screenshots(browser, server, exported, scheme):
+def test_explorer_screenshots(browser, site_server, exported, scheme):
     """Pictures to look at (test-artifacts/explorer/): the induction example with a query
     in the second copy, and the mask figure."""
-
-    def shoot(chromium):
-        shot = Tab(chromium, server, scheme)
-        try:
-            page = shot.page
-            expected = "slate" if scheme == "dark" else "default"
-            assert page.evaluate("document.body.dataset.mdColorScheme") == expected
-            page.locator(".attention-explorer select").select_option("3")
-            example = exported["examples"][3]
-            page.locator(".ae-token[data-position='25']").hover()
-            assert_rows_show(page, example, 25)
-            ARTIFACTS.mkdir(parents=True, exist_ok=True)
-            for name in ("attention-explorer", "mask-explorer"):
-                path = ARTIFACTS / f"{name}-{scheme}.png"
-                page.locator(f".{name}").screenshot(path=str(path))
-                assert path.stat().st_size > 5_000
-            return shot.problems
-        finally:
-            shot.close()
-
-    assert not browser.run(shoot)
+    shot = Tab(browser, site_server, scheme)
+    try:
+        page = shot.page
+        expected = "slate" if scheme == "dark" else "default"
+        assert page.evaluate("document.body.dataset.mdColorScheme") == expected
+        page.locator(".attention-explorer select").select_option("3")
+        example = exported["examples"][3]
+        page.locator(".ae-token[data-position='25']").hover()
+        assert_rows_show(page, example, 25)
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        for name in ("attention-explorer", "mask-explorer"):
+            path = ARTIFACTS / f"{name}-{scheme}.png"
+            page.locator(f".{name}").screenshot(path=str(path))
+            assert path.stat().st_size > 5_000
+    finally:
+        shot.close()
+    assert not shot.problems
