@@ -10,6 +10,7 @@ The browser is Debian's chromium driven by Python playwright; nothing is downloa
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import http.server
@@ -169,24 +170,79 @@ INIT_SCRIPT = """
   const seen = () => { window.__uncaught += 1; window.__lastUncaught = performance.now(); };
   window.addEventListener("error", seen);
   window.addEventListener("unhandledrejection", seen);
+  // Cumulative layout shift: every shift not caused by the reader's own input (a scroll is
+  // not an input here, so a diagram that pushes visible text down counts).
+  window.__cls = 0;
+  new PerformanceObserver((list) => {
+    for (const e of list.getEntries()) if (!e.hadRecentInput) window.__cls += e.value;
+  }).observe({ type: "layout-shift", buffered: true });
 })();
 """
 
-# True (the time since navigation start, in ms) once the page is rendered: MathJax has
-# finished (the site's mathjax-config.js sets data-math-typeset="done"), no <pre
-# class="mermaid"> is waiting, and web fonts have settled. A diagram that fails to render
-# stays a <pre> and raises an uncaught error: then give up on it 300 ms after the last error.
-RENDERED = """
+# The time since navigation start (ms) once the first screen is complete: the browser has
+# parsed the page past the bottom of the first screen (or to its end), its fonts settled,
+# every formula typeset (pages typeset at build have no MathJax; one that runs MathJax in the
+# browser sets data-math-typeset="done" when it finishes), and every image and diagram that
+# shows on the first screen is drawn. A diagram that fails stays a <pre> and raises an
+# uncaught error: then give up on it 300 ms after the last error.
+FIRST_SCREEN = """
 () => {
   const body = document.body;
-  if (!body || document.readyState !== "complete") return false;
-  if (body.dataset.mathTypeset !== "done") return false;
-  const waiting = document.querySelectorAll("pre.mermaid").length;
+  if (!body) return false;
+  if (document.readyState === "loading") {
+    // Still parsing: done with the first screen once the newest element of the article
+    // (the end of its last-child chain) starts below it.
+    let last = document.querySelector(".md-content article");
+    while (last && last.lastElementChild) last = last.lastElementChild;
+    if (!last || last.getBoundingClientRect().top < innerHeight) return false;
+  }
+  if (window.MathJax && body.dataset.mathTypeset !== "done") return false;
+  if (document.fonts.status !== "loaded") return false;
+  const shown = (el) => {
+    const r = el.getBoundingClientRect();
+    return r.width > 0 && r.bottom > 0 && r.top < innerHeight;
+  };
+  const waiting = [...document.querySelectorAll("pre.mermaid")].filter(shown).length;
   if (waiting && !(window.__uncaught && performance.now() - window.__lastUncaught > 300)) {
     return false;
   }
-  if (document.fonts.status !== "loaded") return false;
+  if ([...document.querySelectorAll(".md-content img")].some(i => shown(i) && !i.complete)) {
+    return false;
+  }
   return performance.now();
+}
+"""
+
+# Scrolls down the page one screen every STEP_MS, as a fast reader would, and notes for each
+# diagram whether it was drawn when its top first came on screen, or how long it took after
+# that (the wait a reader sees). Returns to the top afterwards.
+STEP_MS = 300
+SCROLL_THROUGH = """
+async (stepMs) => {
+  const frame = () => new Promise(r => requestAnimationFrame(r));
+  const sleep = ms => new Promise(r => setTimeout(r, ms));
+  const diagrams = [...document.querySelectorAll("pre.mermaid")];
+  const drawn = pre => !pre.isConnected;  // Material replaces the <pre> with its drawing
+  const waits = diagrams.map(() => undefined);
+  const failed = () => window.__uncaught && performance.now() - window.__lastUncaught > 300;
+  for (let y = 0; ; y += innerHeight) {
+    window.scrollTo(0, y);
+    await frame();
+    for (const [n, pre] of diagrams.entries()) {
+      if (waits[n] !== undefined) continue;
+      const r = pre.isConnected ? pre.getBoundingClientRect() : null;
+      if (r && (r.top >= innerHeight || r.width === 0)) continue;  // not reached, or hidden
+      if (drawn(pre)) { waits[n] = 0; continue; }
+      const t0 = performance.now();
+      while (!drawn(pre) && !failed() && performance.now() - t0 < 10000) await frame();
+      waits[n] = drawn(pre) ? Math.round(performance.now() - t0) : null;
+    }
+    if (y + innerHeight >= document.documentElement.scrollHeight) break;
+    await sleep(stepMs);
+  }
+  window.scrollTo(0, 0);
+  await frame();
+  return waits.map(w => (w === undefined ? null : w));
 }
 """
 
@@ -197,9 +253,14 @@ class Visit:
 
     url: str
     page: object  # the playwright Page (shared by the visits of one SiteBrowser)
-    ms_rendered: int | None = None
-    transferred: int = 0  # bytes this load transferred (0 for what the cache already held)
+    ms_first_screen: int | None = None  # navigation start to the first screen complete
+    transferred: int = 0  # bytes the page's own loads transferred before any scroll
     urls: list = dataclasses.field(default_factory=list)  # every URL requested
+    urls_before_scroll: list = dataclasses.field(default_factory=list)
+    cls_before_scroll: float | None = None  # cumulative layout shift, first screen
+    cls: float | None = None  # ... and after scrolling through the page
+    diagram_waits: list = dataclasses.field(default_factory=list)  # ms, per diagram
+    first_screen_diagrams: int = 0  # diagrams (drawn or not) that start on the first screen
     render_problem: str | None = None
     console_errors: list = dataclasses.field(default_factory=list)
     page_errors: list = dataclasses.field(default_factory=list)
@@ -234,6 +295,7 @@ class SiteBrowser:
         self.context.on("requestfailed", self._failed)
         self.context.on("response", self._response)
         self.page = self.context.new_page()
+        self._cdp = self.context.new_cdp_session(self.page)
         self.page.on("pageerror", lambda err: self.current.page_errors.append(str(err)))
         self.current = Visit(url="about:blank", page=self.page)
 
@@ -253,39 +315,56 @@ class SiteBrowser:
         if response.status >= 400:
             self.current.bad_responses.append(f"{response.status} {response.url}")
 
-    def visit(self, url: str) -> Visit:
-        """Load ``url`` and wait until it is rendered (math, diagrams, fonts)."""
+    def visit(self, url: str, cold: bool = True) -> Visit:
+        """Load ``url`` (with an empty HTTP cache unless ``cold`` is false), wait for the first
+        screen, note what was fetched before any scroll, then scroll down through the page,
+        drawing its diagrams as a reader would."""
         visit = self.current = Visit(url=url, page=self.page)
         page = self.page
-        page.goto(url, wait_until="load")
+        if cold:
+            self._cdp.send("Network.clearBrowserCache")
+        page.goto(url, wait_until="commit")
         try:
-            handle = page.wait_for_function(RENDERED, polling="raf", timeout=RENDER_TIMEOUT_MS)
-            visit.ms_rendered = round(handle.json_value())
+            handle = page.wait_for_function(FIRST_SCREEN, polling="raf", timeout=RENDER_TIMEOUT_MS)
+            visit.ms_first_screen = round(handle.json_value())
         except Exception as err:  # playwright's TimeoutError: reported with the rest
             state = page.evaluate(
                 "() => ({math: document.body.dataset.mathTypeset || 'not set',"
                 " mermaid: document.querySelectorAll('pre.mermaid').length})"
             )
             visit.render_problem = (
-                f"not rendered after {RENDER_TIMEOUT_MS} ms: data-math-typeset={state['math']}, "
+                f"first screen not complete after {RENDER_TIMEOUT_MS} ms: "
+                f"data-math-typeset={state['math']}, "
                 f"{state['mermaid']} diagram(s) still <pre> ({type(err).__name__})"
             )
+        # Whatever the page fetches by itself once shown (the search index, ...).
+        with contextlib.suppress(Exception):  # a page that never goes quiet: measure anyway
+            page.wait_for_load_state("networkidle", timeout=5000)
+        visit.urls_before_scroll = list(visit.urls)
+        visit.cls_before_scroll = page.evaluate("() => window.__cls")
         visit.transferred = page.evaluate(
             """() => [...performance.getEntriesByType("navigation"),
                       ...performance.getEntriesByType("resource")]
                      .reduce((n, e) => n + (e.transferSize || 0), 0)"""
         )
+        visit.first_screen_diagrams = page.evaluate(
+            """() => [...document.querySelectorAll("pre.mermaid, div.mermaid")]
+                     .filter(el => el.getBoundingClientRect().top < innerHeight).length"""
+        )
+        visit.diagram_waits = page.evaluate(SCROLL_THROUGH, STEP_MS)
+        visit.cls = page.evaluate("() => window.__cls")
         return visit
 
     def close(self):
         self.context.close()
 
 
-def first_visit_bytes(visit: Visit, server: SiteServer) -> int:
-    """What a first visit of the page downloads: the size of every distinct file it asked for
-    (the files the shared cache already held included), headers left out."""
+def first_visit_bytes(visit: Visit, server: SiteServer, before_scroll: bool = False) -> int:
+    """What a first visit of the page downloads (before any scroll, or in all): the size of
+    every distinct file it asked for, headers left out."""
     total = 0
-    for url in {u.split("#")[0] for u in visit.urls if u.startswith(server.origin)}:
+    urls = visit.urls_before_scroll if before_scroll else visit.urls
+    for url in {u.split("#")[0] for u in urls if u.startswith(server.origin)}:
         path = server.file_for(urllib.parse.urlsplit(url).path)
         total += path.stat().st_size if path else 0
     return total
@@ -301,36 +380,47 @@ def check_rendered(visit: Visit) -> list[str]:
 
 MATH_STATE = r"""
 () => {
-  const formulas = [...document.querySelectorAll(".arithmatex")];
-  const untypeset = formulas.filter(el => !el.querySelector("mjx-container"));
-  const visible = el => el.getClientRects().length > 0;
   const article = document.querySelector(".md-content article");
-  let text = "";
-  if (article) {
-    const copy = article.cloneNode(true);
-    copy.querySelectorAll("pre, code, .highlight, mjx-container").forEach(el => el.remove());
-    text = copy.textContent;
-  }
+  const formulas = article ? [...article.querySelectorAll("mjx-container")] : [];
+  const marked = [...document.querySelectorAll(".arithmatex")];
+  const visible = el => el.getClientRects().length > 0;
+  // The article's text outside code and typeset math; notebook cells separately, since
+  // nbconvert leaves their formulas between dollars.
+  const textOf = (el) => {
+    if (!el) return "";
+    const copy = el.cloneNode(true);
+    copy.querySelectorAll("pre, code, .highlight, mjx-container").forEach(e => e.remove());
+    return copy.textContent;
+  };
   const raw = [];
-  for (const delimiter of ["\\(", "\\[", "$$"]) {
-    let at = text.indexOf(delimiter);
-    while (at !== -1 && raw.length < 10) {
-      raw.push(text.slice(Math.max(0, at - 30), at + 40).replace(/\s+/g, " "));
-      at = text.indexOf(delimiter, at + 1);
+  const look = (text, delimiters) => {
+    for (const delimiter of delimiters) {
+      let at = text.indexOf(delimiter);
+      while (at !== -1 && raw.length < 10) {
+        raw.push(text.slice(Math.max(0, at - 30), at + 40).replace(/\s+/g, " "));
+        at = text.indexOf(delimiter, at + 1);
+      }
     }
-  }
-  const faces = [...document.fonts].filter(f => f.family.replace(/"/g, "").startsWith("MJX"));
+  };
+  look(textOf(article), ["\\(", "\\[", "$$"]);
+  document.querySelectorAll(".jp-RenderedMarkdown").forEach(cell => look(textOf(cell), ["$"]));
   return {
     formulas: formulas.length,
-    untypeset: untypeset.map(el => el.textContent.slice(0, 80)),
-    errors: [...document.querySelectorAll("mjx-merror")].map(el =>
-      (el.getAttribute("data-mjx-error") || el.textContent).slice(0, 120)),
+    marked: marked.length,
+    untypeset: marked.filter(el => !el.querySelector("mjx-container"))
+      .map(el => el.textContent.slice(0, 80)),
+    errors: [...document.querySelectorAll("mjx-merror, [data-mml-node='merror']")].map(el =>
+      (el.getAttribute("data-mjx-error") || el.closest("mjx-container").textContent)
+        .slice(0, 120)),
     nested: document.querySelectorAll("mjx-container mjx-container").length,
     raw,
-    flat: [...document.querySelectorAll(".arithmatex mjx-container")]
-      .filter(el => visible(el) && el.getBoundingClientRect().width === 0).length,
-    fontsLoaded: faces.filter(f => f.status === "loaded").map(f => f.family),
-    fontsFailed: faces.filter(f => f.status === "error").map(f => f.family),
+    flat: formulas.filter(el => visible(el) && el.getBoundingClientRect().width === 0).length,
+    // SVG output: every glyph is a <path> (or a <use> of one); CommonHTML: <mjx-c>.
+    glyphless: formulas.filter(el => !el.querySelector("svg path, svg use, mjx-c"))
+      .map(el => el.textContent.slice(0, 40)),
+    // What screen readers read: MathJax's assistive MathML copy of each formula.
+    noMathML: formulas.filter(el => !el.querySelector("mjx-assistive-mml math")).length,
+    runtime: typeof window.MathJax !== "undefined",
   };
 }
 """
@@ -341,12 +431,13 @@ def math_state(page) -> dict:
 
 
 def check_math(page) -> list[str]:
-    """Every formula typeset once, without error, with its glyphs; no raw TeX left."""
+    """Every formula typeset once (at build time), without error, with its glyphs and its
+    MathML; no raw TeX left; no MathJax running in the reader's browser."""
     s = math_state(page)
     problems = []
     if s["untypeset"]:
         problems.append(
-            f"{len(s['untypeset'])} of {s['formulas']} formulas not typeset: {s['untypeset'][:3]}"
+            f"{len(s['untypeset'])} of {s['marked']} formulas not typeset: {s['untypeset'][:3]}"
         )
     for error in s["errors"]:
         problems.append(f"MathJax error: {error}")
@@ -356,10 +447,12 @@ def check_math(page) -> list[str]:
         problems.append(f"raw TeX delimiter left in the text: ...{context}...")
     if s["flat"]:
         problems.append(f"{s['flat']} visible formulas rendered with zero width")
-    if s["fontsFailed"]:
-        problems.append(f"MathJax fonts failed to load: {sorted(set(s['fontsFailed']))}")
-    if s["formulas"] and not s["fontsLoaded"]:
-        problems.append("formulas on the page but no MathJax font loaded: no glyphs drawn")
+    if s["glyphless"]:
+        problems.append(f"{len(s['glyphless'])} formulas without glyphs: {s['glyphless'][:3]}")
+    if s["noMathML"]:
+        problems.append(f"{s['noMathML']} formulas without MathML for screen readers")
+    if s["runtime"]:
+        problems.append("MathJax runs in the browser: the math should arrive typeset")
     return problems
 
 
@@ -567,8 +660,7 @@ def check_accessibility(page, rules: list[str] | None = None, allow=()) -> dict:
     return {"problems": problems, "allowed": allowed}
 
 
-CONTRAST = """
-() => {
+COLOURS = """
   const parse = c => {
     const m = c.match(/rgba?\\(([^)]+)\\)/);
     if (!m) return null;
@@ -596,6 +688,14 @@ CONTRAST = """
     });
     return 0.2126 * r + 0.7152 * g + 0.0722 * b;
   };
+"""
+
+CONTRAST = (
+    """
+() => {
+"""
+    + COLOURS
+    + """
   const ratios = [...document.querySelectorAll(".md-content mjx-container")]
     .filter(el => el.getClientRects().length > 0)
     .map(el => {
@@ -608,6 +708,7 @@ CONTRAST = """
   return {scheme: document.body.getAttribute("data-md-color-scheme"), ratios};
 }
 """
+)
 
 
 def check_math_contrast(page, minimum: float = 4.5) -> list[str]:
@@ -619,6 +720,102 @@ def check_math_contrast(page, minimum: float = 4.5) -> list[str]:
         f"(color {r['color']})"
         for r in low[:5]
     ]
+
+
+# The article's figures: images, and inline SVG that is not math, an icon or part of
+# another SVG; each tagged so that it can be photographed, with the page colour behind it.
+FIGURES = (
+    """
+() => {
+"""
+    + COLOURS
+    + """
+  const article = document.querySelector(".md-content article");
+  if (!article) return [];
+  return [...article.querySelectorAll("img, svg")]
+    .filter(el => !el.closest("mjx-container, .md-icon, .twemoji, .md-clipboard, button, label")
+                  && !(el.tagName.toLowerCase() === "svg" && el.parentElement.closest("svg")))
+    .map((el, n) => {
+      el.dataset.figureCheck = String(n);
+      const r = el.getBoundingClientRect();
+      const img = el.tagName === "IMG";
+      return {
+        n, width: r.width, height: r.height,
+        what: img ? (el.getAttribute("src") || "").split("/").pop()
+                  : "inline svg" + (el.id ? "#" + el.id : ""),
+        background: background(el.parentElement).slice(0, 3),
+        broken: img && el.complete && el.naturalWidth === 0,
+      };
+    })
+    .filter(f => f.broken || (f.width >= 80 && f.height >= 60));
+}
+"""
+)
+
+
+def _luminance(rgb):
+    """WCAG relative luminance of sRGB values in 0..255 (an array of (..., 3))."""
+    import numpy as np
+
+    c = np.asarray(rgb, dtype=float) / 255
+    c = np.where(c <= 0.03928, c / 12.92, ((c + 0.055) / 1.055) ** 2.4)
+    return c @ np.array([0.2126, 0.7152, 0.0722])
+
+
+def figure_verdict(pixels, background, dark: bool, minimum: float = 3.0) -> list[str]:
+    """What is wrong with a figure, from its rendered pixels ((H, W, 3), 0..255) and the
+    page colour behind it.
+
+    - A light box on the dark scheme: most of the figure's area is light (its median
+      luminance above 0.4), so the figure brought its own opaque white background.
+    - Ink below ``minimum`` contrast: "ink" is every pixel that stands apart from the page
+      colour (contrast >= 1.5; the rest is background, faint grid lines or the soft edge of
+      a stroke); the figure fails when the ink's 90th-percentile contrast with the page is
+      below ``minimum`` (WCAG's 3:1 for graphics), or when it has no ink at all.
+    """
+    import numpy as np
+
+    lum = _luminance(np.asarray(pixels)[..., :3])
+    page = float(_luminance(background))
+    hi, lo = np.maximum(lum, page), np.minimum(lum, page)
+    contrast = (hi + 0.05) / (lo + 0.05)
+    problems = []
+    if dark and float(np.median(lum)) > 0.4:
+        light = float((lum > 0.4).mean())
+        problems.append(
+            f"a light box on the dark scheme: {light:.0%} of its area is light "
+            f"(median luminance {float(np.median(lum)):.2f}, page {page:.2f})"
+        )
+    ink = contrast[contrast >= 1.5]
+    if ink.size == 0:
+        problems.append("no ink stands out from the page colour (contrast < 1.5 everywhere)")
+    elif (strong := float(np.percentile(ink, 90))) < minimum:
+        problems.append(f"ink contrast {strong:.2f} < {minimum} against the page")
+    return problems
+
+
+def check_figures(page, minimum: float = 3.0) -> list[str]:
+    """Every figure of the article reads on the current scheme (see figure_verdict): each is
+    photographed as rendered, and its pixels are compared with the page colour."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    name = scheme(page)
+    problems = []
+    for f in page.evaluate(FIGURES):
+        where = f"figure {f['what']!r} in scheme {name}"
+        if f["broken"]:
+            problems.append(f"{where}: the image did not load")
+            continue
+        shot = page.locator(f'[data-figure-check="{f["n"]}"]').screenshot(
+            type="png", animations="disabled"
+        )
+        pixels = np.asarray(Image.open(io.BytesIO(shot)).convert("RGB"))
+        for problem in figure_verdict(pixels, f["background"], name == "slate", minimum):
+            problems.append(f"{where}: {problem}")
+    return problems
 
 
 def scheme(page) -> str | None:

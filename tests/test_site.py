@@ -1,6 +1,7 @@
 """The built site: strict build, code shown == code tested, nothing loaded from the internet."""
 
 import html
+import json
 import re
 from html.parser import HTMLParser
 from pathlib import Path
@@ -94,15 +95,41 @@ def test_mermaid_loaded_only_where_a_diagram_is(built_site):
         has_diagram = 'class="mermaid"' in text
         loads_mermaid = "mermaid.esm.min.mjs" in text
         assert has_diagram == loads_mermaid, page.relative_to(built_site)
+        if has_diagram:
+            # The stand-in global (overrides/main.html) comes before Material's bundle: if
+            # Material found no global `mermaid` it would fetch Mermaid from unpkg.com.
+            stand_in = text.find("window.mermaid = ")
+            bundle = re.search(r'<script src="[^"]*assets/javascripts/bundle\.[^"]*"', text)
+            assert 0 <= stand_in < bundle.start(), page.relative_to(built_site)
+
+
+def test_math_arrives_typeset_and_no_mathjax_loads(built_site):
+    """The build typeset every formula (hooks/prerender_math.py): no page loads MathJax, no
+    TeX is left for a browser to typeset, and each formula is an SVG with its MathML."""
+    formulas = 0
+    for page in built_site.rglob("*.html"):
+        text = page.read_text(encoding="utf-8")
+        where = page.relative_to(built_site)
+        assert not re.search(r"<script[^>]*(mathjax|tex-chtml)", text, re.I), where
+        assert not re.search(r'class="arithmatex">\\[(\[]', text), where
+        n = text.count('<mjx-container class="MathJax" jax="SVG"')
+        assert text.count("<mjx-assistive-mml") == n, where
+        assert ('id="mathjax-svg-styles"' in text) == (n > 0), where
+        formulas += n
+    notebook = (built_site / "see-attention" / "index.html").read_text(encoding="utf-8")
+    assert notebook.count("<mjx-container") >= 10  # its $...$ cells, typeset too
+    assert formulas >= 300
 
 
 def test_vendored_scripts_are_pinned_and_licensed():
     vendor = ROOT / "docs" / "assets" / "vendor"
     versions = (vendor / "VERSIONS").read_text()
     script = (ROOT / "scripts" / "vendor-js.sh").read_text()
-    for name in ("mathjax", "mermaid"):
-        pinned = re.search(rf"^{name.upper()}_VERSION=(\S+)", script, re.M).group(1)
-        assert f"{name} {pinned} " in versions
-        assert (vendor / name / "LICENSE").stat().st_size > 0
-    mathjax = (vendor / "mathjax" / "tex-chtml.js").read_text()
-    assert "3.2.2" in mathjax
+    pinned = re.search(r"^MERMAID_VERSION=(\S+)", script, re.M).group(1)
+    assert f"mermaid {pinned} " in versions
+    assert (vendor / "mermaid" / "LICENSE").stat().st_size > 0
+    assert not (vendor / "mathjax").exists()  # MathJax runs at build time only, from tools/
+    package = json.loads((ROOT / "tools" / "package.json").read_text())
+    lock = json.loads((ROOT / "tools" / "package-lock.json").read_text())
+    assert package["dependencies"]["mathjax-full"] == "3.2.2"  # exact, no range
+    assert lock["packages"]["node_modules/mathjax-full"]["version"] == "3.2.2"
