@@ -202,6 +202,14 @@ FIRST_SCREEN = """
     const r = el.getBoundingClientRect();
     return r.width > 0 && r.bottom > 0 && r.top < innerHeight;
   };
+  // Math on the first screen typeset (by the build, or by a MathJax still to come).
+  const marked = document.querySelectorAll(".arithmatex, .jp-RenderedMarkdown");
+  for (const el of marked) {
+    if (!shown(el)) continue;
+    if (el.classList.contains("arithmatex") ? !el.querySelector("mjx-container")
+        : /\$/.test([...el.childNodes].map(n => n.nodeName === "P" ? n.textContent : "")
+                       .join(""))) return false;
+  }
   const waiting = [...document.querySelectorAll("pre.mermaid")].filter(shown).length;
   if (waiting && !(window.__uncaught && performance.now() - window.__lastUncaught > 300)) {
     return false;
