@@ -185,7 +185,7 @@ INIT_SCRIPT = """
 # browser sets data-math-typeset="done" when it finishes), and every image and diagram that
 # shows on the first screen is drawn. A diagram that fails stays a <pre> and raises an
 # uncaught error: then give up on it 300 ms after the last error.
-FIRST_SCREEN = """
+FIRST_SCREEN = r"""
 () => {
   const body = document.body;
   if (!body) return false;

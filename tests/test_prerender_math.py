@@ -95,11 +95,11 @@ def test_a_rebuild_takes_known_formulas_from_the_cache(hook, monkeypatch):
     hook.on_post_build(None)  # writes the cache, stops Node
     hook.on_config(None)  # the next build
 
-    def no_node():
-        raise AssertionError("Node started although every formula was cached")
+    def no_request(self, request):
+        raise AssertionError("MathJax asked although every formula was cached")
 
-    monkeypatch.setattr(hook, "_Node", no_node)
+    monkeypatch.setattr(hook._Node, "ask", no_request)
     out = hook.on_post_page(html(INLINE), page(), None)
     assert "<mjx-container" in out
-    with pytest.raises(AssertionError, match="Node started"):
-        hook.on_post_page(html(DISPLAY), page(), None)  # a new formula does need Node
+    with pytest.raises(AssertionError, match="MathJax asked"):
+        hook.on_post_page(html(DISPLAY), page(), None)  # a new formula does need MathJax
