@@ -250,6 +250,7 @@ def on_post_build(config):
     fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         json.dump(merged, f, ensure_ascii=False, separators=(",", ":"))
+    os.chmod(tmp, 0o644)  # mkstemp's 0600 would keep the cache from other users
     os.replace(tmp, path)
 
 

@@ -464,6 +464,46 @@ def check_math(page) -> list[str]:
     return problems
 
 
+# Each SVG formula drawn at the size MathJax gave it (its width and height attributes, in ex
+# of the text around it): a stylesheet that caps SVG sizes can shrink a formula to nothing.
+FORMULA_SIZES = r"""
+() => {
+  const out = [];
+  for (const c of document.querySelectorAll(".md-content mjx-container[jax='SVG']")) {
+    const svg = c.querySelector(":scope > svg");
+    if (!svg || c.getClientRects().length === 0) continue;
+    const probe = document.createElement("span");
+    probe.style.cssText = "position:absolute;visibility:hidden;width:10ex;height:0";
+    c.append(probe);
+    const ex = probe.getBoundingClientRect().width / 10;
+    probe.remove();
+    const want = ["width", "height"].map(a => parseFloat(svg.getAttribute(a)) * ex);
+    const r = svg.getBoundingClientRect();
+    const got = [r.width, r.height];
+    if (want.some((w, i) => Math.abs(got[i] - w) > 0.25 * w + 1)) {
+      out.push({text: c.textContent.slice(0, 30), want: want.map(Math.round),
+                got: got.map(Math.round)});
+    }
+  }
+  return out;
+}
+"""
+
+
+def check_formula_sizes(page) -> list[str]:
+    """Every formula drawn at MathJax's size (within 25%), at desktop and at phone width."""
+    problems = []
+    for name, size in (("desktop", DESKTOP), ("phone", PHONE)):
+        page.set_viewport_size(size)
+        for f in page.evaluate(FORMULA_SIZES)[:5]:
+            problems.append(
+                f"formula {f['text']!r} at {name} width drawn {f['got'][0]}x{f['got'][1]} px, "
+                f"not MathJax's {f['want'][0]}x{f['want'][1]}"
+            )
+    page.set_viewport_size(DESKTOP)
+    return problems
+
+
 DIAGRAM_STATE = """
 () => {
   const diagrams = [...document.querySelectorAll("div.mermaid")].map(div => {

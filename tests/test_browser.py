@@ -116,6 +116,7 @@ def inspect_page(tab: bc.SiteBrowser, server: bc.SiteServer, url: str) -> dict:
     results.run("rendered", bc.check_rendered, visit)
     math, diagrams = bc.math_state(page), bc.diagram_state(page)
     results.run("math", bc.check_math, page)
+    results.run("math", bc.check_formula_sizes, page)
     results.run("diagrams", bc.check_diagrams, page)
     results.run("links", bc.check_links, page, server.base)
     results.run("copy", bc.check_copy_buttons, page)
@@ -431,6 +432,15 @@ PLANTED = {
         r"""<h1 id="faint-math">Faint math</h1>
 <p style="color: #e8e8e8">Barely there: <span class="arithmatex">\(x^2\)</span>.</p>""",
     ),
+    # Typeset, but a stylesheet caps the SVG's width, as Material's cap on every SVG (for
+    # figures) did on phones before extra.css lifted it for formulas.
+    "squashed-math": (
+        "conventions",
+        r"""<h1 id="squashed-math">Squashed math</h1>
+<style>.md-typeset mjx-container[jax="SVG"] > svg { max-width: 2px !important }</style>
+<div class="arithmatex">\[\mathrm{softmax}\left(rac{q k^	op}{\sqrt{D}}
+ight) v\]</div>""",
+    ),
     "cdn-script": (
         "conventions",
         """<h1 id="cdn-script">CDN script</h1>
@@ -493,6 +503,7 @@ def test_planted_clean_page_passes_every_check(planted, site_server):
     problems = (
         bc.check_rendered(visit)
         + bc.check_math(page)
+        + bc.check_formula_sizes(page)
         + bc.check_diagrams(page)
         + bc.check_links(page, site_server.base)
         + bc.check_copy_buttons(page)
@@ -554,6 +565,14 @@ def test_planted_faint_formula_is_caught(planted):
     assert not bc.check_math(visit.page)  # typeset, with glyphs...
     problems = bc.check_math_contrast(visit.page)  # ...but not legible
     assert len(problems) == 1 and "contrast 1.2" in problems[0], problems
+
+
+def test_planted_squashed_formula_is_caught(planted):
+    page = planted("squashed-math").page
+    assert not bc.check_math(page)  # typeset, with glyphs...
+    problems = bc.check_formula_sizes(page)  # ...but drawn 2 px wide
+    assert len(problems) == 2, problems  # at desktop and at phone width
+    assert all("drawn 2x" in p and "not MathJax's" in p for p in problems), problems
 
 
 def test_planted_cdn_script_is_caught(planted):
