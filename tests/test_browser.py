@@ -438,8 +438,7 @@ PLANTED = {
         "conventions",
         r"""<h1 id="squashed-math">Squashed math</h1>
 <style>.md-typeset mjx-container[jax="SVG"] > svg { max-width: 2px !important }</style>
-<div class="arithmatex">\[\mathrm{softmax}\left(rac{q k^	op}{\sqrt{D}}
-ight) v\]</div>""",
+<div class="arithmatex">\[\mathrm{softmax}\left(\frac{q k^\top}{\sqrt{D}}\right) v\]</div>""",
     ),
     "cdn-script": (
         "conventions",

@@ -103,3 +103,12 @@ def test_a_rebuild_takes_known_formulas_from_the_cache(hook, monkeypatch):
     assert "<mjx-container" in out
     with pytest.raises(AssertionError, match="MathJax asked"):
         hook.on_post_page(html(DISPLAY), page(), None)  # a new formula does need MathJax
+
+
+def test_an_error_inside_mathjax_fails_the_build_too(hook):
+    """Not a TeX error: MathJax itself fails (here on a form feed and a carriage return,
+    what "\\frac" and "\\right" become in a Python string without its r prefix) and draws
+    an error node. The build must fail on that as well."""
+    garbled = '<div class="arithmatex">\\[\\left(\frac{q}{k}\right)\\]</div>'
+    with pytest.raises(PluginError, match=r"demo\.md: MathJax cannot typeset 1 formula"):
+        hook.on_post_page(html(garbled), page(), None)

@@ -73,6 +73,10 @@ function render(fragment) {
   });
   doc.render();
   const html = adaptor.innerHTML(adaptor.body(doc.document));
+  // An error inside MathJax (not a TeX error) is drawn as an error node too: report it.
+  for (const m of html.matchAll(/data-mjx-error="([^"]*)"/g)) {
+    if (!errors.includes(m[1])) errors.push(m[1]);
+  }
   return { html, errors, formulas: Array.from(doc.math).length };
 }
 
