@@ -196,6 +196,10 @@ def _prerender(output: str, page) -> str:
     svgs = _typeset([output[a:b] for a, b in spans], page)
     parts, at = [], 0
     for (start, end), svg in zip(spans, svgs, strict=True):
+        # A display formula wider than the column scrolls sideways (extra.css); tabindex
+        # lets a keyboard scroll it too. (MathJax in the browser made every formula
+        # focusable, for its menu.)
+        svg = svg.replace('<div class="arithmatex">', '<div class="arithmatex" tabindex="0">', 1)
         parts += [output[at:start], svg]
         at = end
     parts.append(output[at:])

@@ -61,6 +61,7 @@ def test_formulas_become_svg_with_mathml_and_no_tex_is_left(hook):
     assert "<code>$not math$</code>" in article  # code is never typeset
     assert not re.search(r"\\\(|\\\[|\$", re.sub(r"<code>.*?</code>", "", article))
     assert out.count('<style id="mathjax-svg-styles">') == 1
+    assert out.count('<div class="arithmatex" tabindex="0">') == 1  # keyboard-scrollable
 
 
 def test_glyphs_are_shared_once_per_page(hook):
