@@ -148,7 +148,7 @@ def _digest(piece: str) -> str:
 def _typeset(pieces: list[str], page) -> list[str]:
     """The SVG form of each piece: from the cache, or from MathJax (then cached)."""
     cache, keys = _state["cache"], [_digest(p) for p in pieces]
-    missing = [(k, p) for k, p in zip(keys, pieces, strict=True) if k not in cache]
+    missing = list({k: p for k, p in zip(keys, pieces, strict=True) if k not in cache}.items())
     if missing:
         results = _node().ask({"fragments": [p for _, p in missing]})["results"]
         problems = []
@@ -235,8 +235,8 @@ def _share_glyphs(output: str, page) -> str:
 def on_post_build(config):
     _close_node()
     log.info(
-        f"math: {len(_state['used'])} pieces typeset, {_state['added']} of them by MathJax "
-        f"(the rest cached), {_state['seconds']:.2f} s"
+        f"math: {len(_state['used'])} distinct pieces, {_state['added']} of them new to the "
+        f"cache (typeset by MathJax now), {_state['seconds']:.2f} s in this hook"
     )
     if not _state.get("added"):
         return
