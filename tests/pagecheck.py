@@ -5,7 +5,9 @@ it finds the fenced code blocks, expands ``--8<--`` includes with the very pymdo
 preprocessor and settings that ``mkdocs.yml`` gives the site, and then:
 
 * runs the page's ``python`` blocks in order in one namespace, like a notebook;
-* runs ``bash``/``sh`` blocks with bash from the repository root;
+* runs ``bash`` blocks with bash from the repository root;
+* refuses a fence it would not run but a reader would take for runnable code (``py``,
+  ``pycon``, ``console``, ...): it must be written as ``python`` or ``bash``;
 * compares what a block printed with the block titled ``Output`` that follows it, if any;
 * skips a block only when the comment just above it says ``<!-- check: skip REASON -->``.
 
@@ -33,15 +35,18 @@ import pytest
 
 from lab.common import LAST_RUN  # hooks/last_run.py reads the record from there too
 
-PYTHON_LANGS = {"python", "py", "python3", "py3", "pycon"}
-SHELL_LANGS = {"bash", "sh", "shell", "console"}
+# The only two spellings that run. Others a reader would take for runnable code are refused
+# rather than passed over: ``pycon``/``console`` fences hold prompts (``>>> ``, ``$ ``) and
+# output, and running them as code would be wrong; the rest are synonyms nobody needs.
+RUN = {"python": "python", "bash": "shell"}
+REFUSED = {"py", "python3", "py3", "pycon", "ipython", "pytb", "sh", "shell", "zsh", "console"}
 
 _OPEN = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})[ \t]*(?P<info>[^`]*?)[ \t]*$")
 _CLOSE = re.compile(r"^[ \t]*(?P<fence>`{3,}|~{3,})[ \t]*$")
 _DIRECTIVE = re.compile(r"^\s*<!--\s*check:\s*(?P<verb>[\w-]+)\s*(?P<arg>.*?)\s*-->\s*$")
 _TAB_HEADER = re.compile(r'^\s*===!?\+?\s+".*"\s*$')
 _TITLE = re.compile(r'title="(?P<title>[^"]*)"')
-_VERBS = {"skip", "isolated"}
+_VERBS = {"skip"}
 _INCLUDE = re.compile(r"^[ \t]*-+8<-+")  # where pymdownx.snippets sees an include line
 _SECTION = re.compile(r"(?<![;-])-+8<-+[ \t]+\[[ \t]*(start|end)[ \t]*:")  # it deletes such lines
 
@@ -58,21 +63,16 @@ class Block:
     line: int  # 1-based line of the opening fence
     end: int  # 1-based line of the closing fence
     indent: str  # the fence's indentation (inside an admonition or a content tab)
-    lang: str  # normalised language: the first word or first `.class` of the info string
+    lang: str  # the first word of the info string, lower-cased
     title: str | None
     code: str  # the code as rendered: includes expanded, fence indentation removed
     line_map: list[int]  # page line of each line of `code`
     skip: str | None = None  # reason from <!-- check: skip REASON -->
-    isolated: bool = False
     expected_output: Block | None = None
 
     @property
     def kind(self) -> str | None:
-        if self.lang in PYTHON_LANGS:
-            return "python"
-        if self.lang in SHELL_LANGS:
-            return "shell"
-        return None
+        return RUN.get(self.lang)
 
     @property
     def is_output(self) -> bool:
@@ -85,13 +85,8 @@ class Block:
 
 def _language(info: str) -> tuple[str, str | None]:
     title = _TITLE.search(info)
-    info = info.strip()
-    if info.startswith("{"):
-        classes = re.findall(r"\.([\w+-]+)", info)
-        lang = classes[0] if classes else ""
-    else:
-        lang = info.split()[0] if info else ""
-    return lang.lower(), title.group("title") if title else None
+    lang = info.split()[0].lower() if info.strip() else ""
+    return lang, title.group("title") if title else None
 
 
 def markdown_snippet_expander(config_file: Path):
@@ -144,6 +139,11 @@ def parse_page(path: Path, root: Path, expand) -> list[Block]:
             continue
         indent, fence = opening["indent"], opening["fence"]
         lang, title = _language(opening["info"])
+        if lang in REFUSED or lang.startswith("{"):
+            raise PageError(
+                f"{rel}:{i + 1}: a '{opening['info']}' fence would be shown but not run: "
+                "write ```python or ```bash (no prompts; printed text goes in an Output block)"
+            )
         start = i
         body: list[str] = []
         line_map: list[int] = []
@@ -176,7 +176,6 @@ def parse_page(path: Path, root: Path, expand) -> list[Block]:
                 code="\n".join(body) + "\n",
                 line_map=line_map,
                 skip=pending.get("skip"),
-                isolated="isolated" in pending,
             )
         )
         pending = {}
@@ -216,9 +215,10 @@ class PageNamespace:
         name = "docs_page_" + re.sub(r"\W", "_", page)
         self.module = types.ModuleType(name)
         self.failed_at: str | None = None
+        self.done = 0  # how many of the page's blocks this process has run or skipped, in order
 
     def run(self, block: Block) -> str:
-        module = types.ModuleType(self.module.__name__) if block.isolated else self.module
+        module = self.module
         filename = f"<{block.where}>"
         linecache.cache[filename] = (len(block.code), None, block.code.splitlines(True), filename)
         code = compile(block.code, filename, "exec")
@@ -296,7 +296,13 @@ def pytest_addoption(parser):
 
 
 def pytest_configure(config):
-    config._pagecheck = {"pages": {}, "updates": []}
+    config._pagecheck_expand = None
+    # Under pytest-xdist the blocks run in the workers, and their reports come back to the
+    # controller: the summary, the green-page record and the Output rewrites are made there,
+    # from the reports, so that they are the same with and without -n. A page's blocks must
+    # all run in one worker, in order: tests/xdist_scheduling.py sends each page to one.
+    if not hasattr(config, "workerinput"):
+        config.pluginmanager.register(PageRun(config), "pagecheck-run")
 
 
 def pytest_collect_file(file_path: Path, parent):
@@ -310,73 +316,71 @@ def pytest_collect_file(file_path: Path, parent):
 class MarkdownPage(pytest.File):
     def collect(self):
         root = self.config.rootpath
-        cache = self.config._pagecheck
-        if "expand" not in cache:
-            cache["expand"] = markdown_snippet_expander(root / "mkdocs.yml")
+        if self.config._pagecheck_expand is None:
+            self.config._pagecheck_expand = markdown_snippet_expander(root / "mkdocs.yml")
         try:
-            blocks = parse_page(self.path, root, cache["expand"])
+            blocks = parse_page(self.path, root, self.config._pagecheck_expand)
         except PageError as err:
             raise self.CollectError(str(err)) from None
-        namespace = PageNamespace(self.path.relative_to(root).as_posix())
-        stats = cache["pages"].setdefault(
-            namespace.module.__name__,
-            {
-                "page": self.path.relative_to(root).as_posix(),
-                "collected": 0,
-                "ran": 0,
-                "passed": 0,
-                "skipped": [],
-                "outputs": 0,
-            },
-        )
-        for block in blocks:
-            if block.kind is None:
-                continue
-            yield CodeBlockItem.from_parent(
-                self, name=f"line {block.line}", block=block, namespace=namespace, stats=stats
+        page = self.path.relative_to(root).as_posix()
+        namespace = PageNamespace(page)
+        runnable = [block for block in blocks if block.kind]
+        for index, block in enumerate(runnable):
+            item = CodeBlockItem.from_parent(
+                self, name=f"line {block.line}", block=block, namespace=namespace, index=index
             )
+            item.user_properties += [("page", page), ("page_blocks", len(runnable))]
+            if block.skip:
+                item.add_marker(pytest.mark.skip(reason=f"{block.where}: {block.skip}"))
+            yield item
 
 
 class CodeBlockItem(pytest.Item):
-    def __init__(self, *, block: Block, namespace: PageNamespace, stats: dict, **kwargs):
+    def __init__(self, *, block: Block, namespace: PageNamespace, index: int, **kwargs):
         super().__init__(**kwargs)
         self.block = block
         self.namespace = namespace
-        self.stats = stats
-        stats["collected"] += 1
-        if block.skip:
-            self.add_marker(pytest.mark.skip(reason=f"{block.where}: {block.skip}"))
+        self.index = index  # position among the page's runnable blocks
 
     def runtest(self):
-        block = self.block
-        if self.namespace.failed_at and block.kind == "python" and not block.isolated:
+        block, namespace = self.block, self.namespace
+        if namespace.done != self.index:
             raise BlockFailure(
-                block, f"not run: the block at {self.namespace.failed_at} failed earlier"
+                block,
+                f"the block at {block.where} is block {self.index + 1} of its page, but only "
+                f"{namespace.done} blocks of the page ran before it in this process. A page's "
+                "blocks share one namespace and must run in order in one process: do not "
+                "select single blocks, and under pytest-xdist keep tests/xdist_scheduling.py.",
             )
+        namespace.done += 1
+        if namespace.failed_at and block.kind == "python":
+            raise BlockFailure(block, f"not run: the block at {namespace.failed_at} failed earlier")
         try:
             if block.kind == "python":
-                printed = self.namespace.run(block)
+                printed = namespace.run(block)
             else:
                 printed = run_shell(block, self.config.rootpath)
         except BlockFailure:
-            if block.kind == "python" and not block.isolated:
-                self.namespace.failed_at = block.where
+            if block.kind == "python":
+                namespace.failed_at = block.where
             raise
-        self.stats["ran"] += 1
-        if block.expected_output is not None:
-            self.stats["outputs"] += 1
-            expected = _normalise(block.expected_output.code)
-            actual = _normalise(printed)
-            if expected != actual and self.config.getoption("--update-output"):
-                self.config._pagecheck["updates"].append((block.expected_output, actual))
-            elif expected != actual:
-                raise BlockFailure(
-                    block,
-                    f"the block at {block.where} printed something other than its Output "
-                    f"block at {block.expected_output.where}\n--- page shows ---\n{expected}\n"
-                    f"--- code printed ---\n{actual}",
-                )
-        self.stats["passed"] += 1
+        output = block.expected_output
+        if output is None:
+            return
+        self.user_properties.append(("output_checked", True))
+        expected, actual = _normalise(output.code), _normalise(printed)
+        if expected != actual and self.config.getoption("--update-output"):
+            update = {"page": output.page, "line": output.line, "end": output.end}
+            self.user_properties.append(
+                ("output_update", {**update, "indent": output.indent, "text": actual})
+            )
+        elif expected != actual:
+            raise BlockFailure(
+                block,
+                f"the block at {block.where} printed something other than its Output "
+                f"block at {output.where}\n--- page shows ---\n{expected}\n"
+                f"--- code printed ---\n{actual}",
+            )
 
     def repr_failure(self, excinfo):
         if isinstance(excinfo.value, BlockFailure):
@@ -392,101 +396,96 @@ class CodeBlockItem(pytest.Item):
 
 
 def pytest_runtest_makereport(item, call):
+    # A block skipped by its page still takes its turn in the page's order.
     if isinstance(item, CodeBlockItem) and call.when == "setup" and item.block.skip:
-        item.stats["skipped"].append(f"line {item.block.line}: {item.block.skip}")
+        item.namespace.done += 1
 
 
-def pytest_sessionfinish(session):
-    config = session.config
-    if hasattr(config, "workerinput"):
-        # A pytest-xdist worker: hand its pages' counts and Output updates to the controller,
-        # which merges them (pytest_testnodedown), records the green pages and prints the summary.
-        config.workeroutput["pagecheck"] = {
-            "pages": config._pagecheck["pages"],
-            "updates": [
-                [o.page, o.line, o.end, o.indent, text] for o, text in config._pagecheck["updates"]
-            ],
-        }
-        return
-    if not config.getoption("--no-record"):
-        _record_green_pages(config)
-    _update_outputs(session)
+class PageRun:
+    """Per-page counts, the green-page record and Output rewrites, made from test reports."""
 
+    def __init__(self, config):
+        self.config = config
+        self.pages: dict[str, dict] = {}
+        self.updates: list[dict] = []
 
-@pytest.hookimpl(optionalhook=True)
-def pytest_testnodedown(node, error):
-    """pytest-xdist: merge what a finished worker saw into the controller's counts."""
-    sent = getattr(node, "workeroutput", {}).get("pagecheck")
-    if not sent:
-        return
-    cache = node.config._pagecheck
-    for key, stats in sent["pages"].items():
-        # Every worker collects every page, but only one runs it: keep the one that did.
-        mine = cache["pages"].get(key)
-        if mine is None or _progress(stats) > _progress(mine):
-            cache["pages"][key] = stats
-    for page, line, end, indent, text in sent["updates"]:
-        output = Block(page, line, end, indent, "text", "Output", "", [])
-        cache["updates"].append((output, text))
-
-
-def _progress(stats: dict) -> tuple[int, int, int]:
-    return stats["ran"], stats["passed"], len(stats["skipped"])
-
-
-def _record_green_pages(config) -> None:
-    """Note each page whose every block ran (or was skipped by its page) and passed.
-
-    hooks/last_run.py puts the note in the page's footer when the site is built.
-    """
-    import json
-    import platform
-    from datetime import UTC, datetime
-    from importlib.metadata import version  # the torch version without importing torch
-
-    path = config.rootpath / LAST_RUN
-    try:
-        record = json.loads(path.read_text())
-    except (OSError, ValueError):
-        record = {}
-    now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
-    for stats in config._pagecheck["pages"].values():
-        if stats["collected"] and stats["passed"] + len(stats["skipped"]) == stats["collected"]:
-            record[stats["page"]] = {
-                "when": now,
-                "blocks": stats["ran"],
-                "torch": version("torch"),
-                "python": platform.python_version(),
-            }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # Write, then rename: a run started from a page (contributing.md) never reads half a file.
-    partial = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    partial.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
-    os.replace(partial, path)
-
-
-def _update_outputs(session) -> None:
-    """With --update-output, write what the code printed into the pages' Output blocks."""
-    root = session.config.rootpath
-    updates = sorted(session.config._pagecheck["updates"], key=lambda u: (u[0].page, -u[0].line))
-    for output, text in updates:  # bottom-up, so earlier line numbers stay valid
-        path = root / output.page
-        lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
-        new = [f"{output.indent}{row}".rstrip() + "\n" for row in text.splitlines()]
-        lines[output.line : output.end - 1] = new
-        path.write_text("".join(lines), encoding="utf-8")
-        print(f"updated the Output block at {output.where}")
-
-
-def pytest_terminal_summary(terminalreporter):
-    pages = terminalreporter.config._pagecheck["pages"]
-    if not pages:
-        return
-    terminalreporter.section("code blocks per page")
-    for stats in sorted(pages.values(), key=lambda s: s["page"]):
-        terminalreporter.write_line(
-            f"{stats['page']}: {stats['ran']} ran ({stats['outputs']} with checked output), "
-            f"{len(stats['skipped'])} skipped"
+    def pytest_runtest_logreport(self, report):
+        props = dict(report.user_properties)
+        if "page" not in props:
+            return
+        stats = self.pages.setdefault(
+            props["page"],
+            {"blocks": props["page_blocks"], "ran": 0, "passed": 0, "failed": 0, "outputs": 0},
         )
-        for reason in stats["skipped"]:
-            terminalreporter.write_line(f"    skipped {reason}")
+        stats.setdefault("skipped", [])  # "docs/page.md:LINE: reason", one per skipped block
+        if report.skipped and report.when == "setup":
+            stats["skipped"].append(report.longrepr[2].removeprefix("Skipped: "))
+        elif report.failed and report.when == "setup":
+            stats["failed"] += 1
+        elif report.when == "call":
+            stats["ran"] += 1
+            stats["passed" if report.passed else "failed"] += 1
+            stats["outputs"] += "output_checked" in props
+            if "output_update" in props:
+                self.updates.append(props["output_update"])
+
+    def pytest_sessionfinish(self, session):
+        if not self.config.getoption("--no-record"):
+            self._record_green_pages()
+        self._update_outputs()
+
+    def _record_green_pages(self) -> None:
+        """Note each page whose every block ran (or was skipped by its page) and passed.
+
+        hooks/last_run.py puts the note in the page's footer when the site is built.
+        """
+        import json
+        import platform
+        from datetime import UTC, datetime
+        from importlib.metadata import version  # the torch version without importing torch
+
+        path = self.config.rootpath / LAST_RUN
+        try:
+            record = json.loads(path.read_text())
+        except (OSError, ValueError):
+            record = {}
+        now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+        for page, stats in self.pages.items():
+            if not stats["failed"] and stats["passed"] + len(stats["skipped"]) == stats["blocks"]:
+                record[page] = {
+                    "when": now,
+                    "blocks": stats["ran"],
+                    "torch": version("torch"),
+                    "python": platform.python_version(),
+                }
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # Write, then rename: a run started from a page (contributing.md) never reads half a file.
+        partial = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        partial.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+        os.replace(partial, path)
+
+    def _update_outputs(self) -> None:
+        """With --update-output, write what the code printed into the pages' Output blocks."""
+        root = self.config.rootpath
+        for output in sorted(self.updates, key=lambda u: (u["page"], -u["line"])):
+            # bottom-up, so that earlier line numbers stay valid
+            path = root / output["page"]
+            lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+            new = [
+                f"{output['indent']}{row}".rstrip() + "\n" for row in output["text"].splitlines()
+            ]
+            lines[output["line"] : output["end"] - 1] = new
+            path.write_text("".join(lines), encoding="utf-8")
+            print(f"updated the Output block at {output['page']}:{output['line']}")
+
+    def pytest_terminal_summary(self, terminalreporter):
+        if not self.pages:
+            return
+        terminalreporter.section("code blocks per page")
+        for page, stats in sorted(self.pages.items()):
+            terminalreporter.write_line(
+                f"{page}: {stats['ran']} ran ({stats['outputs']} with checked output), "
+                f"{len(stats['skipped'])} skipped"
+            )
+            for reason in stats["skipped"]:
+                terminalreporter.write_line(f"    skipped {reason}")

@@ -1,5 +1,14 @@
-"""The page harness itself: it must fail on broken pages, and say where."""
+"""The page harness itself: one test per promise it makes, each able to fail.
 
+The promises (docs/contributing.md, "How the code blocks are run"): a page's blocks run in page
+order in one namespace; includes are expanded exactly as the site renders them; Output blocks
+are compared; a skip needs a reason and the reason is shown; a failure names docs/<page>.md:<line>;
+--update-output rewrites Output blocks; each page gets a ran/skipped line; no fence a reader
+would take for runnable code is passed over; pages whose blocks all passed are recorded (see
+also tests/test_last_run.py); and all of it holds under pytest-xdist.
+"""
+
+import html
 import json
 import os
 import re
@@ -11,18 +20,23 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
-from tests.pagecheck import PageError, parse_page
+from tests.pagecheck import RUN, PageError, markdown_snippet_expander, parse_page
+from tests.test_site import _CodeBlocks
 
 MKDOCS_YML = """\
 site_name: harness test
 markdown_extensions:
   - admonition
   - pymdownx.details
+  - pymdownx.highlight:
+      pygments_lang_class: true
   - pymdownx.snippets:
       base_path: !relative $config_dir
       check_paths: true
       dedent_subsections: true
   - pymdownx.superfences
+  - pymdownx.tabbed:
+      alternate_style: true
 """
 
 MODULE = """\
@@ -39,7 +53,7 @@ def run_pages(tmp_path: Path, pages: dict[str, str], *args: str) -> subprocess.C
     (tmp_path / "conftest.py").write_text(
         'pytest_plugins = ["tests.pagecheck", "tests.xdist_scheduling"]\n'
     )
-    (tmp_path / "pytest.ini").write_text("[pytest]\ntestpaths = docs\n")
+    (tmp_path / "pytest.ini").write_text("[pytest]\ntestpaths = docs\naddopts = -ra\n")
     (tmp_path / "code").mkdir(exist_ok=True)
     (tmp_path / "code" / "greeting.py").write_text(MODULE)
     (tmp_path / "docs").mkdir(exist_ok=True)
@@ -79,12 +93,34 @@ GOOD = """\
     ```
 """
 
+ORDER = """\
+    ```python
+    seen = ["first"]
+    ```
 
-def test_good_page_runs_blocks_in_one_namespace_and_reports_counts(tmp_path):
+    ```python
+    seen.append("second")
+    print(seen)
+    ```
+
+    ```text title="Output"
+    ['first', 'second']
+    ```
+"""
+
+
+def test_blocks_run_in_page_order_in_one_namespace(tmp_path):
+    proc = run_pages(tmp_path, {"order.md": ORDER})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "docs/order.md: 2 ran (1 with checked output), 0 skipped" in proc.stdout
+
+
+def test_good_page_reports_counts_and_skip_reasons(tmp_path):
     proc = run_pages(tmp_path, {"good.md": GOOD})
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "docs/good.md: 2 ran (1 with checked output), 1 skipped" in proc.stdout
-    assert "skipped line 19: needs a GPU" in proc.stdout
+    assert "skipped docs/good.md:19: needs a GPU" in proc.stdout  # the harness's summary
+    assert "SKIPPED [1] docs/good.md: docs/good.md:19: needs a GPU" in proc.stdout  # pytest -ra
 
 
 def test_broken_block_fails_with_page_and_line(tmp_path):
@@ -114,46 +150,24 @@ def test_missing_include_fails(tmp_path):
     assert "no_such_section" in proc.stdout
 
 
-def test_wrong_output_fails_and_update_output_rewrites_it(tmp_path):
-    page = """\
-        ```python
-        print(6 * 7)
-        ```
+OUTPUT = """\
+    ```python
+    print(6 * 7)
+    ```
 
-        ```text title="Output"
-        41
-        ```
-    """
-    proc = run_pages(tmp_path, {"output.md": page})
+    ```text title="Output"
+    41
+    ```
+"""
+
+
+def test_wrong_output_fails_and_update_output_rewrites_it(tmp_path):
+    proc = run_pages(tmp_path, {"output.md": OUTPUT})
     assert proc.returncode == 1
     assert "--- page shows ---\n41\n--- code printed ---\n42" in proc.stdout
-    proc = run_pages(tmp_path, {"output.md": page}, "--update-output")
+    proc = run_pages(tmp_path, {"output.md": OUTPUT}, "--update-output")
     assert proc.returncode == 0
     assert '```text title="Output"\n42\n```' in (tmp_path / "docs" / "output.md").read_text()
-
-
-CHAIN = "".join(f"\n```python\nn{i} = n{i - 1} + 1\n```\n" for i in range(1, 7))
-
-
-def test_under_xdist_a_page_stays_whole_and_the_controller_reports_and_records(tmp_path):
-    """With two workers (as pytest.ini runs the suite), each page's blocks run in order in one
-    worker, the summary lists every page, and only the green page is recorded."""
-    chain = "```python\nn0 = 0\n```\n" + CHAIN
-    wrong = '```python\nprint(6 * 7)\n```\n\n```text title="Output"\n41\n```\n'
-    pages = {"chain.md": chain, "wrong.md": wrong}
-    proc = run_pages(tmp_path, pages, "-n", "2")
-    assert proc.returncode == 1, proc.stdout
-    assert "bringing up nodes" in proc.stdout  # the workers of pytest-xdist
-    assert "1 failed, 7 passed" in proc.stdout
-    assert "docs/chain.md: 7 ran (0 with checked output), 0 skipped" in proc.stdout
-    assert "docs/wrong.md: 1 ran (1 with checked output), 0 skipped" in proc.stdout
-    record = json.loads((tmp_path / ".cache" / "pagecheck" / "last-run.json").read_text())
-    assert sorted(record) == ["docs/chain.md"]
-    assert record["docs/chain.md"]["blocks"] == 7
-    proc = run_pages(tmp_path, pages, "-n", "2", "--update-output")
-    assert proc.returncode == 0, proc.stdout
-    assert "updated the Output block at docs/wrong.md:5" in proc.stdout
-    assert '```text title="Output"\n42\n```' in (tmp_path / "docs" / "wrong.md").read_text()
 
 
 def test_later_blocks_fail_after_an_earlier_one_failed(tmp_path):
@@ -171,15 +185,45 @@ def test_later_blocks_fail_after_an_earlier_one_failed(tmp_path):
     assert "not run: the block at docs/chain.md:1 failed earlier" in proc.stdout
 
 
+def test_a_block_run_without_the_blocks_above_it_fails(tmp_path):
+    """Selecting one block, or xdist splitting a page, would run it in an empty namespace."""
+    proc = run_pages(tmp_path, {"order.md": ORDER}, "docs/order.md::line 5")
+    assert proc.returncode == 1
+    assert "is block 2 of its page, but only 0 blocks of the page ran before it" in proc.stdout
+
+
+def test_pages_under_xdist_keep_their_order_summary_record_and_updates(tmp_path):
+    pages = {"order.md": ORDER, "good.md": GOOD, "output.md": OUTPUT}
+    args = ("-n", "2", "--update-output")
+    proc = run_pages(tmp_path, pages, *args)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "bringing up nodes" in proc.stdout  # the blocks ran in xdist workers
+    # The summary is the controller's, made from the workers' reports.
+    assert "docs/order.md: 2 ran (1 with checked output), 0 skipped" in proc.stdout
+    assert "docs/good.md: 2 ran (1 with checked output), 1 skipped" in proc.stdout
+    assert '```text title="Output"\n42\n```' in (tmp_path / "docs" / "output.md").read_text()
+    record = json.loads((tmp_path / ".cache" / "pagecheck" / "last-run.json").read_text())
+    assert set(record) == {"docs/order.md", "docs/good.md", "docs/output.md"}
+
+
 @pytest.mark.parametrize(
     "page, message",
     [
         ("<!-- check: skip -->\n```python\npass\n```\n", "'check: skip' needs a reason"),
         ("<!-- check: later -->\n```python\npass\n```\n", "unknown directive"),
+        ("<!-- check: isolated -->\n```python\npass\n```\n", "unknown directive"),
+        ("<!-- check: skip why -->\n\ntext\n```python\npass\n```\n", "directly above a fence"),
         ("```python\npass\n", "never closed"),
         ('```text title="Output"\n1\n```\n', "an Output block must follow a code block"),
         ('--8<-- "code/greeting.py:greet"\n', "includes outside a code fence"),
         ("Mark it with `# --8<-- [start:x]`.\n", "the build deletes a line holding"),
+        # Fences a reader takes for runnable code, but which would not run as written.
+        (">>> 1 + 1\n", None),  # plain text, not a fence: nothing to refuse
+        ("```pycon\n>>> 1 + 1\n2\n```\n", "a 'pycon' fence would be shown but not run"),
+        ("```console\n$ make test\n```\n", "a 'console' fence would be shown but not run"),
+        ("```py\npass\n```\n", "a 'py' fence would be shown but not run"),
+        ("```sh\ntrue\n```\n", "a 'sh' fence would be shown but not run"),
+        ("``` { .python .annotate }\npass\n```\n", "fence would be shown but not run"),
     ],
 )
 def test_malformed_pages_are_refused(tmp_path, page, message):
@@ -189,33 +233,65 @@ def test_malformed_pages_are_refused(tmp_path, page, message):
     (tmp_path / "docs").mkdir()
     path = tmp_path / "docs" / "bad.md"
     path.write_text(page)
+    if message is None:
+        assert parse_page(path, tmp_path, expand=lambda lines: lines) == []
+        return
     with pytest.raises(PageError, match=re.escape(message)):
         parse_page(path, tmp_path, expand=lambda lines: lines)
 
 
-def test_every_spelling_of_a_python_fence_is_collected(tmp_path):
-    """Fences pytest-codeblocks would silently pass over are run here."""
-    page = """\
-        ```py
-        a = 1
+TRICKY = """\
+    ```python title="code/greeting.py"
+    --8<-- "code/greeting.py:greet"
+    ```
+
+    !!! note
+
+        ```python
+        print(greet("admonition"))
         ```
 
-        ```python title="with a title"
-        b = a + 1
+    === "Tab"
+
+        ```python
+        print(greet("tab"))
         ```
 
-        ``` { .python .annotate }
-        c = b + 1
-        ```
+    ````markdown
+    A fence inside a Markdown example is text, not code:
 
-        ~~~~python3
-        print(a + b + c)
-        ~~~~
+    ```python
+    print("never run")
+    ```
+    ````
 
-        ```text title="Output"
-        6
-        ```
+    ```bash
+    echo shell
+    ```
+"""
+
+
+def test_code_collected_is_the_code_rendered(tmp_path):
+    """The fence-not-collected check, on fences that are easy to miss or to over-collect.
+
+    The page is rendered with Python-Markdown and the test site's extensions; the python and
+    bash blocks of the HTML must be the blocks the harness runs, with the same text.
+    tests/test_site.py makes the same comparison on every page of the real build.
     """
-    proc = run_pages(tmp_path, {"spellings.md": page})
-    assert proc.returncode == 0, proc.stdout
-    assert "docs/spellings.md: 4 ran (1 with checked output), 0 skipped" in proc.stdout
+    import markdown
+    from mkdocs.config import load_config
+
+    run_pages(tmp_path, {"tricky.md": TRICKY})  # writes the site; its result is not the point
+    config = load_config(str(tmp_path / "mkdocs.yml"))
+    md = markdown.Markdown(
+        extensions=config["markdown_extensions"], extension_configs=config["mdx_configs"]
+    )
+    page = tmp_path / "docs" / "tricky.md"
+    parser = _CodeBlocks()
+    parser.feed(md.convert(page.read_text()))
+    shown = [(lang, html.unescape(code).rstrip("\n")) for lang, code in parser.blocks]
+    expand = markdown_snippet_expander(tmp_path / "mkdocs.yml")
+    blocks = parse_page(page, tmp_path, expand)
+    tested = [(b.lang, b.code.rstrip("\n")) for b in blocks if b.kind]
+    assert [s for s in shown if s[0] in RUN] == tested
+    assert len(tested) == 4 and 'return f"hello {name}"' in tested[0][1]

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
-from tests.pagecheck import PYTHON_LANGS, markdown_snippet_expander, parse_page
+from tests.pagecheck import RUN, markdown_snippet_expander, parse_page
 
 PAGES = sorted((ROOT / "docs").rglob("*.md"))
 
@@ -60,18 +60,19 @@ def test_strict_build_succeeds(built_site):
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.relative_to(ROOT).as_posix())
 def test_code_shown_is_code_tested(built_site, page):
-    """Every python block the reader sees is one the harness runs, with the same text.
+    """Every python and bash block the reader sees is one the harness runs, with the same text.
 
     This catches a fence the harness failed to collect (a python-looking block it missed) and
     any difference between our include expansion and the one of the real build.
     """
     expand = markdown_snippet_expander(ROOT / "mkdocs.yml")
-    tested = [b.code for b in parse_page(page, ROOT, expand) if b.lang in PYTHON_LANGS]
+    tested = [(b.lang, b.code) for b in parse_page(page, ROOT, expand) if b.kind]
     parser = _CodeBlocks()
     parser.feed(_html_for(built_site, page))
-    shown = [html.unescape(code) for lang, code in parser.blocks if lang in PYTHON_LANGS]
-    assert len(shown) == len(tested), "python blocks on the rendered page vs blocks collected"
-    for s, t in zip(shown, tested, strict=True):
+    shown = [(lang, html.unescape(code)) for lang, code in parser.blocks if lang in RUN]
+    assert len(shown) == len(tested), "runnable blocks on the rendered page vs blocks collected"
+    for (shown_lang, s), (tested_lang, t) in zip(shown, tested, strict=True):
+        assert shown_lang == tested_lang
         assert s.rstrip("\n") == t.rstrip("\n")
 
 
