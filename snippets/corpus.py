@@ -35,18 +35,36 @@ def guide_text() -> str:
 class MarkovLanguage:
     """Text in which each character depends only on the previous one.
 
-    transitions[i][j] is the probability that alphabet[j] follows alphabet[i].
+    Attributes:
+        alphabet: the characters, each once.
+        transitions: (n, n) rows of probabilities, n = len(alphabet):
+            `transitions[i][j]` is the probability that `alphabet[j]` follows
+            `alphabet[i]`.
     """
 
     alphabet: str
     transitions: tuple[tuple[float, ...], ...]
 
     @classmethod
-    def random(cls, alphabet: str, concentration: float = 0.3, seed: int = 0):
+    def random(
+        cls, alphabet: str, concentration: float = 0.3, seed: int = 0
+    ) -> "MarkovLanguage":
         """Rows drawn from a Dirichlet(concentration) distribution, seeded.
 
         A concentration below 1 peaks most rows on a few successors, so the language
         is far from uniform: its entropy rate is well below ln(len(alphabet)).
+
+        Args:
+            alphabet: at least 2 characters, none repeated.
+            concentration: the Dirichlet parameter, > 0.
+            seed: the seed of the standard library's generator.
+
+        Returns:
+            A MarkovLanguage, the same for the same arguments on any machine.
+
+        Raises:
+            ValueError: the alphabet is too short or repeats a character, or
+                concentration is not positive.
         """
         if len(set(alphabet)) != len(alphabet) or len(alphabet) < 2:
             raise ValueError(
@@ -65,7 +83,11 @@ class MarkovLanguage:
         return cls(alphabet, tuple(rows))
 
     def stationary(self) -> list[float]:
-        """pi with pi = pi P: how often each character occurs in a long text."""
+        """pi with pi = pi P: how often each character occurs in a long text.
+
+        Returns:
+            n probabilities, in the order of the alphabet.
+        """
         n = len(self.alphabet)
         P = self.transitions
         pi = [1.0 / n] * n
@@ -89,7 +111,15 @@ class MarkovLanguage:
         )
 
     def sample(self, n_chars: int, seed: int = 0) -> str:
-        """n_chars characters of text, the first drawn from the stationary pi."""
+        """n_chars characters of text, the first drawn from the stationary pi.
+
+        Args:
+            n_chars: the length of the text, a positive int.
+            seed: the seed of the standard library's generator.
+
+        Raises:
+            ValueError: n_chars is not a positive int.
+        """
         if type(n_chars) is not int or n_chars <= 0:
             raise ValueError(f"n_chars ({n_chars!r}) must be a positive int")
         rng = random.Random(seed)

@@ -22,6 +22,19 @@ def get_batch(
 
     x[b, t] = data[i + t] and y[b, t] = data[i + t + 1]: at every position the
     target is the token that comes next, so T + 1 tokens give T examples.
+
+    Args:
+        data: token ids (N,), an integer tensor with N >= context_length + 1.
+        batch_size: B, the number of windows.
+        context_length: T, the length of each window.
+        generator: the random offsets' source; None uses torch's global one.
+
+    Returns:
+        x and y, each (B, T), the inputs and, shifted by one, their targets.
+
+    Raises:
+        TypeError: data is not a 1-D integer tensor.
+        ValueError: a size is not a positive int, or data is shorter than T + 1.
     """
     if (
         not isinstance(data, torch.Tensor)

@@ -35,6 +35,13 @@ __all__ = [
 # --8<-- [start:config]
 @dataclasses.dataclass(frozen=True)
 class InductionConfig:
+    """The model's sizes, the data's periods and the run, checked when made.
+
+    Raises:
+        ValueError: a size is not a positive int, or the periods do not satisfy
+            2 <= min_period <= max_period <= vocab_size.
+    """
+
     vocab_size: int = 26  # V: shown as the letters a-z
     context_length: int = 32  # T
     n_embed: int = 64  # C
@@ -81,6 +88,20 @@ def repeated_tokens(
     A segment holds `period` distinct tokens, period drawn from
     [min_period, max_period] per row (always min_period if max_period is None),
     so each token of a later repeat has exactly one earlier occurrence per repeat.
+
+    Args:
+        batch_size: B, the number of rows.
+        length: the number of tokens in a row.
+        vocab_size: V; ids are drawn from [0, V).
+        min_period: the shortest segment.
+        max_period: the longest segment; None means min_period.
+        generator: the source of randomness; None uses torch's global one.
+
+    Returns:
+        Token ids (B, length).
+
+    Raises:
+        ValueError: unless 1 <= min_period <= max_period <= vocab_size.
     """
     max_period = min_period if max_period is None else max_period
     if not 1 <= min_period <= max_period <= vocab_size:
@@ -103,7 +124,11 @@ def repeated_tokens(
 # --8<-- [start:model]
 class AttentionOnly(nn.Module):
     """Embeddings, L attention layers added to the stream, a final LayerNorm and
-    an unembedding: a transformer without MLPs, so attention does all the work."""
+    an unembedding: a transformer without MLPs, so attention does all the work.
+
+    Args:
+        config: gives V, T, C, H and L.
+    """
 
     def __init__(self, config: InductionConfig):
         super().__init__()
@@ -118,7 +143,14 @@ class AttentionOnly(nn.Module):
         self.lm_head = nn.Linear(C, V, bias=False)
 
     def forward(self, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """idx (B, T) -> logits (B, T, V), attention weights (B, L, H, T, T)."""
+        """Next-token scores, and every head's attention weights to look at.
+
+        Args:
+            idx: token ids (B, T).
+
+        Returns:
+            logits (B, T, V) and the attention weights (B, L, H, T, T).
+        """
         T = idx.size(1)
         x = self.tok_emb(idx) + self.pos_emb(torch.arange(T))  # (B, T, C)
         weights = []
@@ -137,7 +169,15 @@ class AttentionOnly(nn.Module):
 
 # --8<-- [start:train]
 def train_induction(config: InductionConfig) -> tuple[AttentionOnly, list[float]]:
-    """An AttentionOnly model trained on repeated tokens; the loss at every step."""
+    """An AttentionOnly model trained on repeated tokens, seeded by config.seed.
+
+    Args:
+        config: the model, the data and the run.
+
+    Returns:
+        The trained model, in eval mode, and the training loss at every step
+            (config.steps floats).
+    """
     torch.manual_seed(config.seed)  # the initial weights
     generator = torch.Generator().manual_seed(config.seed)  # the batches
     model = AttentionOnly(config)
@@ -190,7 +230,11 @@ def induction_scores(weights: torch.Tensor, period: int) -> torch.Tensor:
 def previous_token_scores(weights: torch.Tensor) -> torch.Tensor:
     """Per head: the mean weight from each position to the one just before it.
 
-    weights (B, L, H, T, T) -> (L, H).
+    Args:
+        weights: (B, L, H, T, T) attention weights.
+
+    Returns:
+        (L, H) scores in [0, 1].
     """
     T = weights.size(-1)
     t = torch.arange(1, T)
@@ -199,7 +243,18 @@ def previous_token_scores(weights: torch.Tensor) -> torch.Tensor:
 
 def uniform_induction_score(period: int, T: int) -> float:
     """The induction score of a head that spreads its attention evenly: query t
-    sees t + 1 keys, so it gives 1 / (t + 1) to the one that matters."""
+    sees t + 1 keys, so it gives 1 / (t + 1) to the one that matters.
+
+    Args:
+        period: the length of the repeated segment.
+        T: the sequence length.
+
+    Returns:
+        The mean of 1 / (t + 1) over the queries t in [period, T).
+
+    Raises:
+        ValueError: unless 1 <= period < T.
+    """
     if not 1 <= period < T:
         raise ValueError(f"period ({period}) must be in [1, T) with T={T}")
     queries = range(period, T)

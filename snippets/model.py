@@ -39,6 +39,14 @@ ATTENTION = {
 
 @dataclasses.dataclass(frozen=True)
 class GPTConfig:
+    """The sizes of a GPT, checked when made.
+
+    Raises:
+        TypeError: a size is not an int.
+        ValueError: a size is not positive, n_head does not divide n_embed, dropout
+            is outside [0, 1), or attention is not a key of ATTENTION.
+    """
+
     vocab_size: int = 96  # V
     context_length: int = 32  # the longest T: the position table has this many rows
     n_embed: int = 64  # C, the width of the residual stream
@@ -157,7 +165,11 @@ def make_attention(config: GPTConfig) -> nn.Module:
 
 # --8<-- [start:mlp]
 class MLP(nn.Module):
-    """Per position: widen to 4C, GELU, back to C. Positions do not mix here."""
+    """Per position: widen to 4C, GELU, back to C. Positions do not mix here.
+
+    Args:
+        config: gives C (n_embed) and the dropout rate.
+    """
 
     def __init__(self, config: GPTConfig):
         super().__init__()
@@ -179,7 +191,11 @@ class MLP(nn.Module):
 
 # --8<-- [start:block]
 class Block(nn.Module):
-    """Pre-norm residual block: x + attention(LN(x)), then x + MLP(LN(x))."""
+    """Pre-norm residual block: x + attention(LN(x)), then x + MLP(LN(x)).
+
+    Args:
+        config: gives C, H, the context length, dropout and which attention layer.
+    """
 
     def __init__(self, config: GPTConfig):
         super().__init__()
@@ -205,7 +221,14 @@ class Block(nn.Module):
 
 # --8<-- [start:gpt]
 class GPT(nn.Module):
-    """Token ids (B, T) -> next-token logits (B, T, V), and a loss given targets."""
+    """Token ids (B, T) -> next-token logits (B, T, V), and a loss given targets.
+
+    Args:
+        config: the sizes; see GPTConfig.
+
+    Raises:
+        TypeError: config is not a GPTConfig.
+    """
 
     def __init__(self, config: GPTConfig):
         super().__init__()
@@ -235,8 +258,24 @@ class GPT(nn.Module):
         if isinstance(module, nn.Linear) and module.bias is not None:
             nn.init.zeros_(module.bias)
 
-    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None):
-        """idx (B, T) -> (logits (B, T, V), loss); loss is None without targets."""
+    def forward(
+        self, idx: torch.Tensor, targets: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Next-token scores at every position, and their loss given targets.
+
+        Args:
+            idx: token ids (B, T), integers in [0, V), T <= context_length.
+            targets: the next token at every position (B, T), or None.
+
+        Returns:
+            logits (B, T, V), and the loss: a scalar tensor (lm_loss), or None
+                without targets.
+
+        Raises:
+            TypeError: idx is not an integer tensor.
+            ValueError: idx is not 2-D, T > context_length, or an id is outside
+                [0, V).
+        """
         self._check_idx(idx)
         x = self.drop(self.embed(idx))  # (B, T, C)
         for block in self.blocks:
@@ -306,7 +345,15 @@ class GPT(nn.Module):
 
     @classmethod
     def from_per_head(cls, model: "GPT") -> "GPT":
-        """A "fused" GPT computing exactly the function of the "per-head" model."""
+        """A "fused" GPT computing exactly the function of the "per-head" model.
+
+        Args:
+            model: a GPT whose config has attention="per-head".
+
+        Returns:
+            A new GPT with attention="fused" and the same weights, on the same
+                device and dtype.
+        """
         if not isinstance(model, GPT) or model.config.attention != "per-head":
             raise TypeError("model must be a GPT with attention='per-head'")
         weight = model.lm_head.weight
@@ -325,7 +372,15 @@ class GPT(nn.Module):
 
 # --8<-- [start:parameter_count]
 def parameter_count(config: GPTConfig) -> int:
-    """The number of trainable parameters of GPT(config), counted by hand."""
+    """The number of trainable parameters of GPT(config), counted by hand.
+
+    Args:
+        config: the sizes V, C, L and the context length; tie_weights counts the
+            shared (V, C) table once.
+
+    Returns:
+        The count, equal to sum(p.numel() for p in GPT(config).parameters()).
+    """
     V, C, L = config.vocab_size, config.n_embed, config.n_layer
     embeddings = V * C  # the token table
     if config.position == "learned":

@@ -32,7 +32,15 @@ def cross_entropy_by_hand(
 ) -> torch.Tensor:
     """Mean of -ln p(target) over the positions whose target is not ignore_index.
 
-    logits (B, T, V), targets (B, T) -> a scalar: lm_loss's number, step by step.
+    lm_loss's number, step by step; it does not check its input.
+
+    Args:
+        logits: scores (B, T, V).
+        targets: next-token ids (B, T); ignore_index marks positions to leave out.
+        ignore_index: the target value that adds nothing to the loss.
+
+    Returns:
+        A scalar tensor, in nats per token.
     """
     # ln(softmax) in one step, as logits - logsumexp(logits): exp(logits) could
     # overflow, and the log of a probability that rounded to 0 would be -inf.
@@ -52,7 +60,21 @@ def cross_entropy_by_hand(
 def lm_loss(
     logits: torch.Tensor, targets: torch.Tensor, ignore_index: int = IGNORE_INDEX
 ) -> torch.Tensor:
-    """Mean next-token cross-entropy: logits (B, T, V), targets (B, T) -> scalar."""
+    """Mean next-token cross-entropy over all B*T positions not ignored.
+
+    Args:
+        logits: scores (B, T, V).
+        targets: next-token ids (B, T), integers in [0, V) or ignore_index.
+        ignore_index: the target value that adds nothing to the loss.
+
+    Returns:
+        A scalar tensor, in nats per token.
+
+    Raises:
+        ValueError: logits are not (B, T, V), targets not (B, T), a target is out
+            of range, or every target is ignored.
+        TypeError: targets are not an integer tensor.
+    """
     if not isinstance(logits, torch.Tensor) or logits.dim() != 3:
         got = tuple(logits.shape) if isinstance(logits, torch.Tensor) else logits
         raise ValueError(f"logits must have shape (B, T, V), got {got!r}")
@@ -88,7 +110,14 @@ def lm_loss(
 
 # --8<-- [start:metrics]
 def perplexity(loss: float) -> float:
-    """exp(loss): as unsure as a uniform choice among this many tokens."""
+    """exp(loss): as unsure as a uniform choice among this many tokens.
+
+    Args:
+        loss: a mean cross-entropy in nats per token (a float or a scalar tensor).
+
+    Returns:
+        The perplexity, >= 1.
+    """
     return math.exp(float(loss))
 
 
@@ -97,6 +126,14 @@ def bits_per_character(loss: float, n_tokens: int, n_chars: int) -> float:
 
     Per-token losses of two tokenizers do not compare (a longer token is harder to
     guess); per character of the same text, they do.
+
+    Args:
+        loss: mean cross-entropy in nats per token.
+        n_tokens: how many tokens the text was encoded into.
+        n_chars: how many characters the text has.
+
+    Returns:
+        loss * n_tokens / n_chars / ln 2.
     """
     return float(loss) * n_tokens / n_chars / math.log(2)
 

@@ -50,7 +50,14 @@ def _check_ids(ids, vocab_size: int) -> list[int]:
 
 # --8<-- [start:char]
 class CharTokenizer:
-    """One token per character; the vocabulary is a training text's characters."""
+    """One token per character; the vocabulary is a training text's characters.
+
+    Args:
+        chars: the vocabulary, each character once; its position is its id.
+
+    Raises:
+        ValueError: chars is empty or repeats a character.
+    """
 
     def __init__(self, chars: str):
         if not chars or len(set(chars)) != len(chars):
@@ -61,11 +68,17 @@ class CharTokenizer:
 
     @classmethod
     def from_text(cls, text: str) -> "CharTokenizer":
+        """The tokenizer of text's distinct characters, in sorted order."""
         # Sorted, so that the same text always gives each character the same id.
         return cls("".join(sorted(set(text))))
 
     def encode(self, text: str) -> list[int]:
-        """text -> one id per character."""
+        """text -> one id per character.
+
+        Raises:
+            ValueError: a character is not in the vocabulary (named, with its
+                position).
+        """
         ids = []
         for position, ch in enumerate(text):
             if ch not in self.stoi:
@@ -77,7 +90,12 @@ class CharTokenizer:
         return ids
 
     def decode(self, ids) -> str:
-        """ids (a list, or a 1-D integer tensor) -> text."""
+        """ids (a list, or a 1-D integer tensor) -> text.
+
+        Raises:
+            TypeError: an id is not an int.
+            ValueError: an id is outside [0, vocab_size), or a tensor is not 1-D.
+        """
         return "".join(self.chars[i] for i in _check_ids(ids, self.vocab_size))
 
 
@@ -86,12 +104,28 @@ class CharTokenizer:
 
 # --8<-- [start:bpe_steps]
 def pair_counts(ids: list[int]) -> Counter:
-    """How often each pair of neighbouring ids occurs: (a, b) -> count."""
+    """How often each pair of neighbouring ids occurs.
+
+    Args:
+        ids: a sequence of token ids.
+
+    Returns:
+        A Counter mapping (a, b) to how often b directly follows a.
+    """
     return Counter(itertools.pairwise(ids))
 
 
 def merge_pair(ids: list[int], pair: tuple[int, int], new_id: int) -> list[int]:
-    """ids with each occurrence of pair, scanning left to right, made new_id."""
+    """ids with each occurrence of pair, scanning left to right, made new_id.
+
+    Args:
+        ids: a sequence of token ids.
+        pair: the two neighbouring ids to replace.
+        new_id: the id that replaces them.
+
+    Returns:
+        A new list, shorter by one for each pair replaced.
+    """
     out = []
     i = 0
     while i < len(ids):
@@ -109,7 +143,18 @@ def merge_pair(ids: list[int], pair: tuple[int, int], new_id: int) -> list[int]:
 
 # --8<-- [start:bpe_train]
 def train_bpe(text: str, vocab_size: int) -> list[tuple[int, int]]:
-    """Learn up to vocab_size - 256 merges from text; merge k makes id 256 + k."""
+    """Learn up to vocab_size - 256 merges from text; merge k makes id 256 + k.
+
+    Args:
+        text: the training text.
+        vocab_size: 256 byte tokens plus at most this many minus 256 merges.
+
+    Returns:
+        The merges (a, b) in the order learned; fewer when no pair occurs twice.
+
+    Raises:
+        ValueError: vocab_size is not an int >= 256.
+    """
     if type(vocab_size) is not int or vocab_size < 256:
         raise ValueError(f"vocab_size ({vocab_size!r}) must be an int >= 256")
     # Start from UTF-8 bytes: 256 base tokens spell every text, none is unknown.
@@ -134,7 +179,14 @@ def train_bpe(text: str, vocab_size: int) -> list[tuple[int, int]]:
 
 # --8<-- [start:bpe_tokenizer]
 class BPETokenizer:
-    """Byte-level BPE: UTF-8 bytes, then the merges in the order learned."""
+    """Byte-level BPE: UTF-8 bytes, then the merges in the order learned.
+
+    Args:
+        merges: pairs (a, b) as train_bpe returns them; merge k makes id 256 + k.
+
+    Raises:
+        ValueError: a merge uses an id not defined before it.
+    """
 
     def __init__(self, merges: list[tuple[int, int]]):
         self.merges = [tuple(pair) for pair in merges]
@@ -151,10 +203,14 @@ class BPETokenizer:
 
     @classmethod
     def train(cls, text: str, vocab_size: int) -> "BPETokenizer":
+        """The tokenizer of train_bpe(text, vocab_size)."""
         return cls(train_bpe(text, vocab_size))
 
     def encode(self, text: str) -> list[int]:
-        """text -> ids, merging as training did: earliest-learned merge first."""
+        """text -> ids, merging as training did: earliest-learned merge first.
+
+        Any text encodes: every byte is a token.
+        """
         ids = list(text.encode("utf-8"))
         while len(ids) >= 2:
             pair = min(pair_counts(ids), key=lambda p: self.rank.get(p, math.inf))
@@ -164,7 +220,14 @@ class BPETokenizer:
         return ids
 
     def decode(self, ids) -> str:
-        """ids (a list, or a 1-D integer tensor) -> text."""
+        """ids (a list, or a 1-D integer tensor) -> text.
+
+        Bytes that do not form a UTF-8 character decode as U+FFFD.
+
+        Raises:
+            TypeError: an id is not an int.
+            ValueError: an id is outside [0, vocab_size), or a tensor is not 1-D.
+        """
         data = b"".join(self.vocab[i] for i in _check_ids(ids, self.vocab_size))
         # A slice of ids may cut a multi-byte character: show U+FFFD, do not fail.
         return data.decode("utf-8", errors="replace")
