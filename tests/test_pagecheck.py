@@ -47,18 +47,23 @@ def greet(name):
 """
 
 
-def run_pages(tmp_path: Path, pages: dict[str, str], *args: str) -> subprocess.CompletedProcess:
-    """Run the harness in a fresh pytest process on a throw-away site."""
-    (tmp_path / "mkdocs.yml").write_text(MKDOCS_YML)
-    (tmp_path / "conftest.py").write_text(
+def write_site(root: Path, pages: dict[str, str]) -> None:
+    """A throw-away site: mkdocs.yml, a module to include from, and the pages."""
+    (root / "mkdocs.yml").write_text(MKDOCS_YML)
+    (root / "conftest.py").write_text(
         'pytest_plugins = ["tests.pagecheck", "tests.xdist_scheduling"]\n'
     )
-    (tmp_path / "pytest.ini").write_text("[pytest]\ntestpaths = docs\naddopts = -ra\n")
-    (tmp_path / "code").mkdir(exist_ok=True)
-    (tmp_path / "code" / "greeting.py").write_text(MODULE)
-    (tmp_path / "docs").mkdir(exist_ok=True)
+    (root / "pytest.ini").write_text("[pytest]\ntestpaths = docs\naddopts = -ra\n")
+    (root / "code").mkdir(exist_ok=True)
+    (root / "code" / "greeting.py").write_text(MODULE)
+    (root / "docs").mkdir(exist_ok=True)
     for name, text in pages.items():
-        (tmp_path / "docs" / name).write_text(textwrap.dedent(text))
+        (root / "docs" / name).write_text(textwrap.dedent(text))
+
+
+def run_pages(tmp_path: Path, pages: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    """Run the harness in a fresh pytest process on a throw-away site."""
+    write_site(tmp_path, pages)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args],
@@ -109,33 +114,70 @@ ORDER = """\
 """
 
 
-def test_blocks_run_in_page_order_in_one_namespace(tmp_path):
-    proc = run_pages(tmp_path, {"order.md": ORDER})
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "docs/order.md: 2 ran (1 with checked output), 0 skipped" in proc.stdout
+BROKEN = """\
+    # Broken
+
+    ```python
+    x = 1
+    y = x / 0
+    ```
+"""
+
+CHAIN = """\
+    ```python
+    raise RuntimeError("first")
+    ```
+
+    ```python
+    print("second")
+    ```
+"""
+
+OUTPUT = """\
+    ```python
+    print(6 * 7)
+    ```
+
+    ```text title="Output"
+    41
+    ```
+"""
 
 
-def test_good_page_reports_counts_and_skip_reasons(tmp_path):
-    proc = run_pages(tmp_path, {"good.md": GOOD})
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "docs/good.md: 2 ran (1 with checked output), 1 skipped" in proc.stdout
-    assert "skipped docs/good.md:19: needs a GPU" in proc.stdout  # the harness's summary
-    assert "SKIPPED [1] docs/good.md: docs/good.md:19: needs a GPU" in proc.stdout  # pytest -ra
+@pytest.fixture(scope="module")
+def one_run(tmp_path_factory) -> subprocess.CompletedProcess:
+    """One pytest process over several small pages; each test below reads one page's part."""
+    pages = {"good.md": GOOD, "order.md": ORDER, "broken.md": BROKEN, "chain.md": CHAIN}
+    return run_pages(tmp_path_factory.mktemp("site"), {**pages, "output.md": OUTPUT})
 
 
-def test_broken_block_fails_with_page_and_line(tmp_path):
-    page = """\
-        # Broken
+def test_blocks_run_in_page_order_in_one_namespace(one_run):
+    assert "docs/order.md: 2 ran (1 with checked output), 0 skipped" in one_run.stdout
+    assert "FAILED docs/order.md" not in one_run.stdout
 
-        ```python
-        x = 1
-        y = x / 0
-        ```
-    """
-    proc = run_pages(tmp_path, {"broken.md": page})
-    assert proc.returncode == 1
-    assert "ZeroDivisionError in the block at docs/broken.md:3" in proc.stdout
-    assert "docs/broken.md:5\n    y = x / 0" in proc.stdout
+
+def test_good_page_reports_counts_and_skip_reasons(one_run):
+    assert "FAILED docs/good.md" not in one_run.stdout
+    assert "docs/good.md: 2 ran (1 with checked output), 1 skipped" in one_run.stdout
+    assert "skipped docs/good.md:19: needs a GPU" in one_run.stdout  # the harness's summary
+    assert "SKIPPED [1] docs/good.md: docs/good.md:19: needs a GPU" in one_run.stdout  # -ra
+
+
+def test_broken_block_fails_with_page_and_line(one_run):
+    assert one_run.returncode == 1
+    assert "ZeroDivisionError in the block at docs/broken.md:3" in one_run.stdout
+    assert "docs/broken.md:5\n    y = x / 0" in one_run.stdout
+
+
+def test_later_blocks_fail_after_an_earlier_one_failed(one_run):
+    assert "FAILED docs/chain.md::line 1" in one_run.stdout
+    assert "FAILED docs/chain.md::line 5" in one_run.stdout
+    assert "not run: the block at docs/chain.md:1 failed earlier" in one_run.stdout
+
+
+def test_wrong_output_fails(one_run):
+    assert "FAILED docs/output.md::line 1" in one_run.stdout
+    assert "--- page shows ---\n41\n--- code printed ---\n42" in one_run.stdout
 
 
 def test_missing_include_fails(tmp_path):
@@ -150,39 +192,11 @@ def test_missing_include_fails(tmp_path):
     assert "no_such_section" in proc.stdout
 
 
-OUTPUT = """\
-    ```python
-    print(6 * 7)
-    ```
-
-    ```text title="Output"
-    41
-    ```
-"""
-
-
-def test_wrong_output_fails_and_update_output_rewrites_it(tmp_path):
-    proc = run_pages(tmp_path, {"output.md": OUTPUT})
-    assert proc.returncode == 1
-    assert "--- page shows ---\n41\n--- code printed ---\n42" in proc.stdout
+def test_update_output_rewrites_the_output_block(tmp_path):
     proc = run_pages(tmp_path, {"output.md": OUTPUT}, "--update-output")
-    assert proc.returncode == 0
+    assert proc.returncode == 0, proc.stdout
+    assert "updated the Output block at docs/output.md:5" in proc.stdout
     assert '```text title="Output"\n42\n```' in (tmp_path / "docs" / "output.md").read_text()
-
-
-def test_later_blocks_fail_after_an_earlier_one_failed(tmp_path):
-    page = """\
-        ```python
-        raise RuntimeError("first")
-        ```
-
-        ```python
-        print("second")
-        ```
-    """
-    proc = run_pages(tmp_path, {"chain.md": page})
-    assert "2 failed" in proc.stdout
-    assert "not run: the block at docs/chain.md:1 failed earlier" in proc.stdout
 
 
 def test_a_block_run_without_the_blocks_above_it_fails(tmp_path):
@@ -281,7 +295,7 @@ def test_code_collected_is_the_code_rendered(tmp_path):
     import markdown
     from mkdocs.config import load_config
 
-    run_pages(tmp_path, {"tricky.md": TRICKY})  # writes the site; its result is not the point
+    write_site(tmp_path, {"tricky.md": TRICKY})
     config = load_config(str(tmp_path / "mkdocs.yml"))
     md = markdown.Markdown(
         extensions=config["markdown_extensions"], extension_configs=config["mdx_configs"]
