@@ -29,7 +29,8 @@
 # tests in `tests/test_induction.py` and `tests/test_char_gpt.py`; `lab/models.py`
 # keeps them trained in a cache. The [attention
 # explorer](../attention/#see-the-heads-at-work) shows the same models' weights, one
-# query at a time.
+# query at a time. API reference: [snippets.induction](../reference/induction/),
+# [snippets.char_gpt](../reference/char_gpt/).
 
 # %%
 import torch

@@ -40,12 +40,15 @@ def make_variants(n_head: int, n_embed: int, T: int, seed: int = 0):
       is_causal=True, a fused kernel that never holds a (T, T) matrix.
 
     Args:
-        n_head: H. n_embed: C, divisible by H. T: the sequence length.
+        n_head: H.
+        n_embed: C, divisible by H.
+        T: the sequence length.
         seed: seed of the weights.
 
     Returns:
-        A dict of calls x (B, T, C) -> (B, T, C), and the two modules, whose
-        gradients the caller resets between runs.
+        variants (tuple): A dict of calls x (B, T, C) -> (B, T, C), keyed by
+            VARIANTS, and the two modules, whose gradients the caller resets
+            between runs.
     """
     torch.manual_seed(seed)
     # context_length=T: the tril buffers are (T, T), made before any measurement.
@@ -61,13 +64,25 @@ def make_variants(n_head: int, n_embed: int, T: int, seed: int = 0):
 
 
 def forward(call, x: torch.Tensor) -> None:
-    """Inference: no autograd graph, so intermediates are freed as soon as used."""
+    """Inference: no autograd graph, so intermediates are freed as soon as used.
+
+    Args:
+        call (Callable): one of make_variants' calls.
+        x: the input (B, T, C).
+    """
     with torch.no_grad():
         call(x)
 
 
 def forward_backward(call, x: torch.Tensor, grad_out: torch.Tensor) -> None:
-    """A training step minus the optimizer: autograd keeps what backward needs."""
+    """A training step minus the optimizer: autograd keeps what backward needs.
+
+    Args:
+        call (Callable): one of make_variants' calls.
+        x: the input (B, T, C).
+        grad_out: the gradient of the output (B, T, C), fixed so that every
+            variant does the same backward pass.
+    """
     call(x).backward(grad_out)
 
 
@@ -76,7 +91,15 @@ def forward_backward(call, x: torch.Tensor, grad_out: torch.Tensor) -> None:
 
 # --8<-- [start:inline]
 def inline_forward(csa: CausalSelfAttention, x: torch.Tensor) -> torch.Tensor:
-    """CausalSelfAttention.forward without the module: same ops, same weights."""
+    """CausalSelfAttention.forward without the module: same ops, same weights.
+
+    Args:
+        csa: the layer whose weights to use.
+        x: the input (B, T, C).
+
+    Returns:
+        (B, T, C), what csa(x) returns.
+    """
     B, T, C = x.shape
     H, D = csa.n_head, C // csa.n_head
     qkv = F.linear(x, csa.qkv.weight)  # (B, T, C) -> (B, T, 3C)
@@ -93,5 +116,12 @@ def inline_forward(csa: CausalSelfAttention, x: torch.Tensor) -> torch.Tensor:
 
 
 def score_bytes(batch: int, n_head: int, T: int, dtype=torch.float32) -> int:
-    """Bytes of one (B, H, T, T) score tensor: B * H * T * T * 4 in float32."""
+    """Bytes of one (B, H, T, T) score tensor: B * H * T * T * 4 in float32.
+
+    Args:
+        batch: B.
+        n_head: H.
+        T: the sequence length.
+        dtype (torch.dtype): the scores' dtype.
+    """
     return batch * n_head * T * T * torch.empty((), dtype=dtype).element_size()

@@ -35,6 +35,7 @@ class CharGPTConfig:
     seed: int = 0
 
     def gpt_config(self, vocab_size: int) -> GPTConfig:
+        """The GPTConfig of this model, for a vocabulary of vocab_size."""
         return GPTConfig(
             vocab_size=vocab_size,
             context_length=self.context_length,
@@ -45,7 +46,14 @@ class CharGPTConfig:
 
 
 def train_char_gpt(config: CharGPTConfig) -> tuple[GPT, list[float]]:
-    """A GPT trained on guide_text(), one token per character; each step's loss."""
+    """A GPT trained on guide_text(), one token per character; each step's loss.
+
+    Args:
+        config: the model and the run.
+
+    Returns:
+        The model in eval mode, and the loss at every step (config.steps floats).
+    """
     text = guide_text()
     char = CharTokenizer.from_text(text)
     data = torch.tensor(char.encode(text), dtype=torch.long)
@@ -74,6 +82,13 @@ def gpt_attention(model: GPT, idx: torch.Tensor) -> torch.Tensor:
 
     The model runs as usual; a hook on each attention layer runs that layer once
     more on the very input it received, asking for its weights this time.
+
+    Args:
+        model: a GPT.
+        idx: token ids (B, T).
+
+    Returns:
+        Attention weights (B, L, H, T, T).
     """
     weights = []
 

@@ -34,7 +34,17 @@ __all__ = [
 def check_sampling(
     temperature: float, top_k: int | None, top_p: float | None
 ) -> None:
-    """Reject settings that mean nothing, naming the argument, value and rule."""
+    """Reject settings that mean nothing, naming the argument, value and rule.
+
+    Args:
+        temperature: a number > 0.
+        top_k: None, or an int >= 1.
+        top_p: None, or a float in (0, 1].
+
+    Raises:
+        TypeError: temperature is not a number, or top_k not an int.
+        ValueError: a value is outside its range.
+    """
     if isinstance(temperature, bool) or not isinstance(temperature, (int, float)):
         raise TypeError(f"temperature ({temperature!r}) must be a number")
     if not temperature > 0:  # also catches nan
@@ -67,6 +77,16 @@ def next_token_probs(
     """The distribution to sample the next token from: logits (B, V) -> (B, V).
 
     Temperature first, then top-k, then top-p, each narrowing what is left.
+
+    Args:
+        logits: scores (B, V) of the next token.
+        temperature: the logits are divided by it; > 0.
+        top_k: keep the k most likely tokens (ties stay); None keeps all.
+        top_p: keep the most likely tokens whose probabilities add up to top_p;
+            None keeps all.
+
+    Returns:
+        Probabilities (B, V), each row summing to 1.
     """
     check_sampling(temperature, top_k, top_p)
     # Below 1, dividing stretches the gaps between logits: softmax gets peakier.
@@ -101,7 +121,22 @@ def pick_next(
     top_p: float | None = None,
     generator: torch.Generator | None = None,
 ) -> torch.Tensor:
-    """The next token of each row: logits (B, V) -> ids (B, 1)."""
+    """The next token of each row: logits (B, V) -> ids (B, 1).
+
+    Args:
+        logits: scores (B, V) of the next token.
+        greedy: take the most likely token, with no sampling options.
+        temperature: as next_token_probs takes it.
+        top_k: as next_token_probs takes it.
+        top_p: as next_token_probs takes it.
+        generator: the source of the draws; None uses torch's global one.
+
+    Returns:
+        Token ids (B, 1).
+
+    Raises:
+        ValueError: greedy with a sampling option, or a bad sampling option.
+    """
     if greedy:
         if (temperature, top_k, top_p) != (1.0, None, None):
             raise ValueError(
@@ -125,6 +160,10 @@ class KVCache:
     (L, B, T_max, R). T_max is the longest sequence the model accepts
     (context_length, or max_length if set). Allocated once and filled in place:
     appending never copies what is already there.
+
+    Args:
+        model: gives L, the heads, D or R, T_max, the dtype and the device.
+        batch_size: B.
     """
 
     def __init__(self, model: GPT, batch_size: int):
@@ -162,6 +201,15 @@ def attend_with_cache(
 
     The new positions' keys and values (or latents) go into the cache; their
     queries attend to every position in it: all earlier ones and their own.
+
+    Args:
+        attn: the layer, whose weights are used.
+        x: the layer's input (B, T_new, C) at the new positions.
+        cache: what earlier positions left; written to.
+        layer: the index of this layer in the cache.
+
+    Returns:
+        (B, T_new, C), what attn would give at those positions.
     """
     B, T_new, C = x.shape
     start, end = cache.length, cache.length + T_new
@@ -206,9 +254,20 @@ def attend_with_cache(
 def forward_with_cache(model: GPT, idx: torch.Tensor, cache: KVCache):
     """model(idx)[0] for tokens at positions cache.length onwards, from the cache.
 
-    idx (B, T_new) -> logits (B, T_new, V). The same steps as GPT.forward and
-    Block.forward, written with the model's own modules; the tests check that
-    the logits are the ones a full forward pass computes.
+    The same steps as GPT.forward and Block.forward, written with the model's own
+    modules; the tests check that the logits are the ones a full forward pass
+    computes.
+
+    Args:
+        model: a GPT with attention="fused".
+        idx: token ids (B, T_new) at positions cache.length onwards.
+        cache: the keys and values of earlier positions; extended.
+
+    Returns:
+        logits (torch.Tensor): (B, T_new, V).
+
+    Raises:
+        ValueError: the new positions do not fit into context_length.
     """
     B, T_new = idx.shape
     if cache.length + T_new > cache.capacity:
@@ -251,8 +310,24 @@ def stream(
     """Yield max_new_tokens new tokens, (B, 1) each, continuing the ids idx (B, T).
 
     Only the last context_length tokens are fed to the model: the position table
-    has no row for more. sampling: greedy, temperature, top_k, top_p, generator,
-    as pick_next takes them.
+    has no row for more.
+
+    Args:
+        model: a GPT; with kv_cache, one with attention="fused".
+        idx: the prompt, token ids (B, T) with T >= 1.
+        max_new_tokens: how many tokens to yield, >= 0.
+        kv_cache: reuse earlier positions' keys and values (KVCache) instead of
+            running the whole context again for every token.
+        **sampling (Any): greedy, temperature, top_k, top_p, generator, as pick_next
+            takes them.
+
+    Yields:
+        next_id (torch.Tensor): the next token ids (B, 1).
+
+    Raises:
+        TypeError: model is not a GPT, or kv_cache with per-head attention.
+        ValueError: idx is not (B, T), max_new_tokens is negative, or a sampling
+            option is bad.
     """
     _check_generate_args(model, idx, max_new_tokens)
     if not sampling.get("greedy"):  # fail before the first forward pass
@@ -301,7 +376,17 @@ def stream(
 def generate(
     model: GPT, idx: torch.Tensor, max_new_tokens: int, **options
 ) -> torch.Tensor:
-    """idx (B, T) followed by max_new_tokens generated ids: (B, T + new)."""
+    """idx (B, T) followed by max_new_tokens generated ids: (B, T + new).
+
+    Args:
+        model: a GPT.
+        idx: the prompt, token ids (B, T).
+        max_new_tokens: how many tokens to add.
+        **options (Any): kv_cache and the sampling options, as stream takes them.
+
+    Returns:
+        Token ids (B, T + max_new_tokens).
+    """
     new = list(stream(model, idx, max_new_tokens, **options))
     return torch.cat([idx, *new], dim=1)
 
@@ -313,7 +398,14 @@ def generate(
 
 
 def load_model(checkpoint: Path) -> tuple[GPT, str]:
-    """The model of a snippets.train checkpoint, and its tokenizer's characters."""
+    """The model of a snippets.train checkpoint, and its tokenizer's characters.
+
+    Args:
+        checkpoint: a ckpt.pt written by snippets.train.train.
+
+    Returns:
+        The GPT in eval mode, and the characters of its CharTokenizer.
+    """
     from snippets.train import TrainConfig
 
     state = torch.load(checkpoint, weights_only=True)

@@ -76,6 +76,13 @@ def attention_mask(lengths: torch.Tensor, T: int) -> torch.Tensor:
 
     A padding query would see no key at all, and a row of -inf scores is NaN
     after softmax; it keeps its own position, and its output is never used.
+
+    Args:
+        lengths: (B,) the number of real tokens of each row: its last ones.
+        T: the padded length.
+
+    Returns:
+        (B, T, T) bool.
     """
     mask = causal_mask(T) & padding_mask(lengths, T)  # (T, T) & (B, 1, T)
     return mask | torch.eye(T, dtype=torch.bool)  # (B, T, T)

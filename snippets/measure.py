@@ -42,9 +42,12 @@ def peak_memory(fn) -> dict:
     free to the profiler. Replayed in time order, the events give the bytes of
     tensors alive at each moment, counted from what was alive before fn().
 
+    Args:
+        fn (Callable): a function of no arguments.
+
     Returns:
         {"peak_bytes": the most bytes alive at once,
-         "largest_allocation_bytes": the largest single allocation}.
+            "largest_allocation_bytes": the largest single allocation}.
     """
     prof = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
     with _stderr_silenced():
@@ -76,6 +79,9 @@ def page_faults(fn) -> int:
 
     A minor fault is the first touch of a page the process got from the
     operating system: the kernel maps a zeroed page there, which takes time.
+
+    Args:
+        fn (Callable): a function of no arguments.
     """
     before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt  # all threads
     fn()
@@ -114,9 +120,10 @@ def time_interleaved(
 
     Args:
         jobs: name -> function of no arguments.
-        repetitions: rounds kept. warmup: rounds run first and thrown away.
-        prepare: run before each job, outside the clock.
-        retries: how often one run may be taken again.
+        repetitions: rounds kept.
+        warmup: rounds run first and thrown away.
+        prepare (Callable | None): run before each job, outside the clock.
+        retries (int): how often one run may be taken again.
 
     Returns:
         name -> {"seconds": [wall-clock seconds, one per kept round],

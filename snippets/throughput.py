@@ -44,7 +44,15 @@ LADDER = {
 
 
 def ladder(with_compile: bool = False) -> dict[str, dict]:
-    """Rung name -> its full settings, each rung's changes applied on the last."""
+    """Rung name -> its full settings, each rung's changes applied on the last.
+
+    Args:
+        with_compile: keep the torch.compile rung (it compiles for a while).
+
+    Returns:
+        The rungs in LADDER's order, each a dict with attention, tie_weights,
+            adamw and compile.
+    """
     settings, out = {"compile": False}, {}
     for name, change in LADDER.items():
         settings = {**settings, **change}
@@ -54,7 +62,15 @@ def ladder(with_compile: bool = False) -> dict[str, dict]:
 
 
 def make_bench_step(settings: dict, seed: int = 0):
-    """A function of no arguments doing one training step of the bench model."""
+    """A function of no arguments doing one training step of the bench model.
+
+    Args:
+        settings: one rung of ladder().
+        seed: the seed of the weights and of the random token stream.
+
+    Returns:
+        step (Callable): step() -> the step's loss, on a (BENCH_BATCH, 64) batch.
+    """
     torch.manual_seed(seed)
     config = GPTConfig(
         **BENCH_MODEL,

@@ -38,6 +38,8 @@ MARKOV = MarkovLanguage.random(" adeiklnost", concentration=0.3, seed=0)
 
 @dataclasses.dataclass
 class Corpus:
+    """A corpus as token ids, split into training and validation text."""
+
     tokenizer: CharTokenizer
     train: torch.Tensor  # (N,) token ids to draw training windows from
     val: torch.Tensor  # (M,) held-out ids, cut into fixed windows
@@ -45,7 +47,19 @@ class Corpus:
 
 
 def load_corpus(name: str, n_chars: int = 200_000) -> Corpus:
-    """Character-level token ids of a corpus: "markov" or "guide"."""
+    """Character-level token ids of a corpus: "markov" or "guide".
+
+    Args:
+        name: "markov", text of the Markov language (its best loss is known), or
+            "guide", the snapshot of the guide's pages (its last tenth held out).
+        n_chars: the length of the Markov training text.
+
+    Returns:
+        The corpus: tokenizer, train ids (N,), val ids (M,), best loss or None.
+
+    Raises:
+        ValueError: name is neither "markov" nor "guide".
+    """
     if name == "markov":
         tokenizer = CharTokenizer(MARKOV.alphabet)
         train_text = MARKOV.sample(n_chars, seed=1)
@@ -66,13 +80,30 @@ def load_corpus(name: str, n_chars: int = 200_000) -> Corpus:
 
 
 def markov_loss(x: torch.Tensor, y: torch.Tensor) -> float:
-    """The loss of the Markov chain itself on windows x, y (N, T) of its text."""
+    """The loss of the Markov chain itself on windows x, y (N, T) of its text.
+
+    Args:
+        x: token ids (N, T) of the Markov corpus.
+        y: the next token at every position (N, T).
+
+    Returns:
+        The mean of -ln p(y | x) in nats per token.
+    """
     P = torch.tensor(MARKOV.transitions)  # (V, V): P[i, j] = p(next j | now i)
     return -P[x, y].log().mean().item()  # -ln p(y_t | x_t), averaged
 
 
 def val_windows(val: torch.Tensor, T: int, n: int) -> tuple[torch.Tensor, ...]:
-    """The first n non-overlapping windows of val: x, y (n, T), no randomness."""
+    """The first n non-overlapping windows of val: x, y (n, T), no randomness.
+
+    Args:
+        val: token ids (M,).
+        T: the window length.
+        n: how many windows at most; fewer if val is too short.
+
+    Returns:
+        x and y, each (n, T); y is x shifted by one token.
+    """
     n = min(n, (len(val) - 1) // T)
     x = val[: n * T].view(n, T)  # (n * T,) -> (n, T)
     y = val[1 : n * T + 1].view(n, T)  # the same windows shifted by one
@@ -95,6 +126,19 @@ def micro_batches(
     Every process draws the same batch_size windows from the same generator, cuts
     them into grad_accum micro-batches and keeps its slice of each: the optimizer
     sees the same batch whatever world_size and grad_accum are.
+
+    Args:
+        data: token ids (N,) to draw windows from.
+        config: gives batch_size, grad_accum and context_length (T).
+        generator: the same seeded generator in every process.
+        rank: this process's index, in [0, world_size).
+        world_size: the number of processes.
+
+    Returns:
+        grad_accum pairs (x, y), each (batch_size // grad_accum // world_size, T).
+
+    Raises:
+        ValueError: batch_size // grad_accum is not divisible by world_size.
     """
     per_micro = config.batch_size // config.grad_accum
     if per_micro % world_size != 0:
