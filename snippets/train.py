@@ -51,11 +51,7 @@ HISTORY = "history.json"
 # --8<-- [start:config]
 @dataclasses.dataclass(frozen=True)
 class TrainConfig:
-    """Everything a run depends on; the command line has one option per field.
-
-    Raises:
-        ValueError: a field breaks its rule (each message names the field).
-    """
+    """Everything a run depends on; the command line has one option per field."""
 
     corpus: str = "markov"  # "markov": known best loss; "guide": the guide's text
     corpus_chars: int = 200_000  # markov only: characters to train on
@@ -132,13 +128,6 @@ def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
     - embedding rows: row v learns only in batches where token v occurs, but decay
       shrinks it at every step, so the rows of rare tokens fade.
     A tied LM head is the token table itself, one tensor: it counts as embedding.
-
-    Args:
-        model: the model whose parameters to group.
-        weight_decay: the decay of the first group.
-
-    Returns:
-        Two parameter groups for torch.optim.AdamW, each tensor in exactly one.
     """
     embeddings = {
         id(p)
@@ -174,18 +163,7 @@ def make_optimizer(
     beta2: float = 0.99,
     adamw: str = "fused",
 ) -> torch.optim.AdamW:
-    """AdamW over param_groups(model); lr is replaced at every step (lr_at).
-
-    Args:
-        model: the model to optimize.
-        lr: the initial learning rate.
-        weight_decay: the decay of the Linear matrices.
-        beta2: the second-moment decay (beta1 is 0.9).
-        adamw: "fused", "foreach" or "for-loop", the same update.
-
-    Raises:
-        ValueError: adamw is none of those.
-    """
+    """AdamW over param_groups(model); lr is replaced at every step (lr_at)."""
     if adamw not in ADAMW:
         raise ValueError(f"adamw ({adamw!r}) must be one of {list(ADAMW)}")
     groups = param_groups(model, weight_decay)
@@ -203,16 +181,6 @@ def lr_at(
 
     Linear warmup to max_lr over the first warmup_steps steps, then half a cosine
     down to min_lr at total_steps, and min_lr from there on.
-
-    Args:
-        step: the optimizer step, >= 0.
-        max_lr: the peak, reached at step warmup_steps - 1.
-        min_lr: the floor, in [0, max_lr].
-        warmup_steps: the length of the warmup, in [0, total_steps].
-        total_steps: where the cosine ends.
-
-    Raises:
-        ValueError: an argument breaks its rule.
     """
     if not 0 <= min_lr <= max_lr:
         raise ValueError(f"need 0 <= min_lr ({min_lr}) <= max_lr ({max_lr})")
@@ -249,15 +217,6 @@ def train_step(
     backward adds into .grad, so the gradients of k pieces, each loss divided by
     k, sum to the gradient of the mean loss over the whole batch: the step is the
     one a k times larger batch would give, with one piece's activations in memory.
-
-    Args:
-        model: a GPT, or a DDP-wrapped one, returning (logits, loss).
-        optimizer: its optimizer.
-        batches: k pairs (x, y), each (B / k, T).
-        grad_clip: the largest gradient norm; 0 turns clipping off.
-
-    Returns:
-        The mean loss over the pieces, and the gradient norm before clipping.
     """
     k = len(batches)
     total = 0.0
@@ -293,19 +252,7 @@ def evaluate(
     rank: int = 0,
     world_size: int = 1,
 ) -> float:
-    """Mean loss over the windows val_x, val_y (N, T); each process scores some.
-
-    Args:
-        model: the model, put back in train mode afterwards.
-        val_x: input windows (N, T).
-        val_y: their targets (N, T).
-        batch_size: windows scored at once.
-        rank: this process's index, in [0, world_size).
-        world_size: the number of processes; their sums are added together.
-
-    Returns:
-        The mean loss per position, the same in every process.
-    """
+    """Mean loss over the windows val_x, val_y (N, T); each process scores some."""
     model.eval()  # dropout off: the loss of the model itself
     total = torch.zeros(2, dtype=torch.float64)  # sum of losses, positions
     for i in range(rank * batch_size, len(val_x), world_size * batch_size):
@@ -328,10 +275,6 @@ def save_checkpoint(state: dict, path: Path) -> None:
     os.replace is atomic: whoever reads path, a resumed run after a crash or a
     Ctrl-C in the middle of a save, finds the old checkpoint or the new one,
     never half of one.
-
-    Args:
-        state: what to save (weights, optimizer, random states, history).
-        path: the checkpoint file.
     """
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
