@@ -206,18 +206,28 @@ def test_a_block_run_without_the_blocks_above_it_fails(tmp_path):
     assert "is block 2 of its page, but only 0 blocks of the page ran before it" in proc.stdout
 
 
-def test_pages_under_xdist_keep_their_order_summary_record_and_updates(tmp_path):
-    pages = {"order.md": ORDER, "good.md": GOOD, "output.md": OUTPUT}
-    args = ("-n", "2", "--update-output")
-    proc = run_pages(tmp_path, pages, *args)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "bringing up nodes" in proc.stdout  # the blocks ran in xdist workers
-    # The summary is the controller's, made from the workers' reports.
-    assert "docs/order.md: 2 ran (1 with checked output), 0 skipped" in proc.stdout
-    assert "docs/good.md: 2 ran (1 with checked output), 1 skipped" in proc.stdout
-    assert '```text title="Output"\n42\n```' in (tmp_path / "docs" / "output.md").read_text()
+COUNTING = "".join(f"\n```python\nn{i} = n{i - 1} + 1\n```\n" for i in range(1, 7))
+
+
+def test_under_xdist_a_page_stays_whole_and_the_controller_reports_and_records(tmp_path):
+    """With two workers (as pytest.ini runs the suite), each page's blocks run in order in one
+    worker, the summary lists every page, and only the green page is recorded."""
+    chain = "```python\nn0 = 0\n```\n" + COUNTING
+    wrong = '```python\nprint(6 * 7)\n```\n\n```text title="Output"\n41\n```\n'
+    pages = {"chain.md": chain, "wrong.md": wrong}
+    proc = run_pages(tmp_path, pages, "-n", "2")
+    assert proc.returncode == 1, proc.stdout
+    assert "bringing up nodes" in proc.stdout  # the workers of pytest-xdist
+    assert "1 failed, 7 passed" in proc.stdout
+    assert "docs/chain.md: 7 ran (0 with checked output), 0 skipped" in proc.stdout
+    assert "docs/wrong.md: 1 ran (1 with checked output), 0 skipped" in proc.stdout
     record = json.loads((tmp_path / ".cache" / "pagecheck" / "last-run.json").read_text())
-    assert set(record) == {"docs/order.md", "docs/good.md", "docs/output.md"}
+    assert sorted(record) == ["docs/chain.md"]
+    assert record["docs/chain.md"]["blocks"] == 7
+    proc = run_pages(tmp_path, pages, "-n", "2", "--update-output")
+    assert proc.returncode == 0, proc.stdout
+    assert "updated the Output block at docs/wrong.md:5" in proc.stdout
+    assert '```text title="Output"\n42\n```' in (tmp_path / "docs" / "wrong.md").read_text()
 
 
 @pytest.mark.parametrize(
