@@ -379,7 +379,7 @@ def overhead_table(data: dict) -> str:
         for r in data["results"]
     ]
     header = ["T", "module, us", "inline, us", "module / inline", "others"]
-    return _table(header, [], rows)
+    return _table(header, rows)
 
 
 def describe_settings(data: dict) -> str:
