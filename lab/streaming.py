@@ -158,7 +158,7 @@ def attention_table(data: dict) -> str:
     lines = [f"{'layer':>5}  {'mean over heads':>15}  {'most, one head':>14}"]
     for layer, heads in enumerate(first["per_layer_head"]):
         mean = sum(heads) / len(heads)
-        lines.append(f"{layer:>5}  {mean:>15.2f}  {max(heads):>14.2f}")
+        lines.append(f"{layer:>5}  {mean:>15.3f}  {max(heads):>14.3f}")
     lines.append(f"uniform over the keys a query sees: {first['uniform']:.3f}")
     return "\n".join(lines)
 
