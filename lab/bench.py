@@ -105,7 +105,7 @@ def _first_calls(calls: dict, x: torch.Tensor) -> tuple[dict, dict]:
         for v in VARIANTS:
             start = time.perf_counter()
             outputs[v] = calls[v](x)
-            seconds[v] = round(time.perf_counter() - start, 3)
+            seconds[v] = round(time.perf_counter() - start, 5)
     diffs = {v: (outputs[v] - outputs["sdpa"]).abs().max().item() for v in VARIANTS}
     return seconds, diffs
 
@@ -280,8 +280,10 @@ def lookup(data: dict, variant: str, n_head: int, seq_len: int) -> dict:
 
 def _table(header: list[str], rows: list[list[str]]) -> str:
     """Right-aligned columns, the variant columns at least 8 wide."""
+    labels = set(VARIANT_LABELS.values())
     widths = [
-        max(len(h), *(len(row[i]) for row in rows), 8 if i else 5) for i, h in enumerate(header)
+        max(len(h), *(len(row[i]) for row in rows), 8 if h in labels else 5)
+        for i, h in enumerate(header)
     ]
     lines = ["  ".join(h.rjust(w) for h, w in zip(header, widths, strict=True))]
     for row in rows:
