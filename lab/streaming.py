@@ -30,7 +30,10 @@ from lab.common import (
     write_json,
 )
 from lab.positions import FULL, QUICK, train_one
+from snippets.char_gpt import CharGPTConfig, train_char_gpt
+from snippets.corpus import guide_text
 from snippets.streaming import first_token_attention, recompute_logits, stream_logits
+from snippets.tokenizer import CharTokenizer
 from snippets.train_data import MARKOV, load_corpus
 
 RESULT_FILE = RESULTS_DIR / "streaming.json"
@@ -71,7 +74,40 @@ def token_losses(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(logits.transpose(1, 2), targets, reduction="none")
 
 
-def run(setup, run_: Run, command: str) -> dict:
+def first_token_share(model, ids: torch.Tensor, window: int, n_windows: int) -> dict:
+    """first_token_attention over consecutive windows of ids, for the queries in
+    the second half of each window, with the share an even spread would give."""
+    n = min(n_windows, ids.numel() // window)
+    shares = first_token_attention(model, ids[: n * window].view(n, window), window // 2)
+    start = window // 2
+    uniform = sum(1 / (t + 1) for t in range(start, window)) / (window - start)
+    return {
+        "window": window,
+        "query_start": start,
+        "windows": n,
+        "uniform": round(uniform, 4),
+        "per_layer_head": [[round(v, 4) for v in layer] for layer in shares.tolist()],
+    }
+
+
+def guide_gpt_first_token(quick: bool) -> dict:
+    """The same measurement on the guide's GPT of the see-attention page: learned
+    positions, trained on the guide's text (lab.models caches it; --quick trains
+    a few steps instead, without touching that cache)."""
+    text = guide_text()
+    if quick:
+        model, _ = train_char_gpt(CharGPTConfig(steps=5))
+        char = CharTokenizer.from_text(text)
+    else:
+        from lab.models import trained_char_gpt
+
+        model, char, _ = trained_char_gpt()
+    ids = torch.tensor(char.encode(text), dtype=torch.long)
+    # The text it was trained on: this measures where attention goes, not a loss.
+    return first_token_share(model.eval(), ids, model.config.context_length, 64)
+
+
+def run(setup, run_: Run, command: str, quick: bool = False) -> dict:
     """Train, read the streams four ways, measure first-token attention."""
     corpus = load_corpus("markov", setup.corpus_chars)
     header = result_header(SCHEMA, command)
@@ -108,11 +144,8 @@ def run(setup, run_: Run, command: str) -> dict:
         progress(f"{name}: excess per band {excess} ({seconds:.1f} s CPU)")
     # Attention on token 0, over training-length windows of the held-out text,
     # for the queries in the second half of each window.
-    n_windows = min(64, (corpus.val.numel() - 1) // W)
-    windows = corpus.val[: n_windows * W].view(n_windows, W)
-    start = W // 2
-    shares = first_token_attention(model, windows, start=start)  # (L, H)
-    uniform = sum(1 / (t + 1) for t in range(start, W)) / (W - start)
+    first = first_token_share(model, corpus.val, W, 64)
+    guide_gpt = guide_gpt_first_token(quick)
     note_load_after(header)
     return {
         **header,
@@ -126,12 +159,8 @@ def run(setup, run_: Run, command: str) -> dict:
         "bands": [list(s) for s in spans],
         "methods": METHODS,
         "rows": rows,
-        "first_token": {
-            "query_start": start,
-            "windows": n_windows,
-            "uniform": round(uniform, 4),
-            "per_layer_head": [[round(v, 4) for v in layer] for layer in shares.tolist()],
-        },
+        "first_token": first,
+        "first_token_guide_gpt": guide_gpt,
     }
 
 
@@ -152,9 +181,12 @@ def loss_table(data: dict) -> str:
     return "\n".join(lines)
 
 
-def attention_table(data: dict) -> str:
-    """Attention on the first token per layer: the mean over heads and the most."""
-    first = data["first_token"]
+def attention_table(data: dict, key: str = "first_token") -> str:
+    """Attention on the first token per layer: the mean over heads and the most.
+
+    key: "first_token" (the RoPE model) or "first_token_guide_gpt".
+    """
+    first = data[key]
     lines = [f"{'layer':>5}  {'mean over heads':>15}  {'most, one head':>14}"]
     for layer, heads in enumerate(first["per_layer_head"]):
         mean = sum(heads) / len(heads)
@@ -172,11 +204,13 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)  # the same sums in the same order on every machine
     setup = QUICK if args.quick else FULL
     run_ = Run(streams=2, sinks=2) if args.quick else Run()
-    data = run(setup, run_, command_line("lab.streaming", argv))
+    data = run(setup, run_, command_line("lab.streaming", argv), quick=args.quick)
     path = write_json(Path(args.out) / RESULT_FILE.name, data)
     print(loss_table(data))
     print()
     print(attention_table(data))
+    print()
+    print(attention_table(data, "first_token_guide_gpt"))
     progress(f"wrote {path}")
     return 0
 

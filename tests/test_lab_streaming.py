@@ -31,10 +31,12 @@ def check_result(data: dict) -> None:
     shares = first["per_layer_head"]
     assert len(shares) == data["setup"]["n_layer"]
     assert all(len(h) == data["setup"]["n_head"] for h in shares)
-    assert all(0 < v < 1 for h in shares for v in h)
-    start = first["query_start"]
-    uniform = sum(1 / (t + 1) for t in range(start, W)) / (W - start)
-    assert first["uniform"] == pytest.approx(uniform, abs=1e-4)
+    assert first["window"] == W
+    for first in (data["first_token"], data["first_token_guide_gpt"]):
+        assert all(0 < v < 1 for h in first["per_layer_head"] for v in h)
+        start, window = first["query_start"], first["window"]
+        uniform = sum(1 / (t + 1) for t in range(start, window)) / (window - start)
+        assert first["uniform"] == pytest.approx(uniform, abs=1e-4)
 
 
 def test_bands_double_from_the_window():
