@@ -26,12 +26,14 @@ from lab.common import (
     RESULTS_DIR,
     command_line,
     json_text,
+    note_load_after,
     progress,
     result_header,
     write_text,
 )
 from snippets.attention import CausalSelfAttention
 from snippets.attention_cost import (
+    FORWARD_ONLY,
     VARIANT_LABELS,
     VARIANTS,
     forward,
@@ -94,15 +96,34 @@ def _ms(seconds: list[float]) -> list[float]:
     return [round(s * 1e3, 4) for s in seconds]
 
 
-def run_attention(seq_lens, heads, batch, n_embed, repetitions, warmup, retries):
+def _first_calls(calls: dict, x: torch.Tensor) -> tuple[dict, dict]:
+    """One untimed-for-the-table forward of every variant: its wall-clock
+    seconds (FlexAttention's first call in the process compiles it), and its
+    largest difference from SDPA's output."""
+    seconds, outputs = {}, {}
+    with torch.no_grad():
+        for v in VARIANTS:
+            start = time.perf_counter()
+            outputs[v] = calls[v](x)
+            seconds[v] = round(time.perf_counter() - start, 5)
+    diffs = {v: (outputs[v] - outputs["sdpa"]).abs().max().item() for v in VARIANTS}
+    return seconds, diffs
+
+
+def run_attention(seq_lens, heads, batch, n_embed, repetitions, warmup, retries, clock="wall"):
     """Peak memory and interleaved timings of every variant and mode.
 
-    For each head count and T, every variant and mode (six jobs): one profiled
-    run for the memory, one run counting page faults, then the timed rounds,
-    the six jobs taking turns.
+    For each head count and T: a first forward of every variant (FlexAttention
+    compiles during its first one; every output is compared with SDPA's); then
+    for every variant and mode (eleven jobs: FlexAttention has no backward on
+    the CPU) one profiled run for the memory, one run counting page faults,
+    then the timed rounds, the jobs taking turns.
 
     Returns:
         One dict per variant, head count and T (see attention-cost.json).
+        clock "wall" keeps time.perf_counter's seconds in samples_ms, "cpu"
+        the process's CPU seconds (time.process_time: all threads, without
+        the time spent waiting while other processes held the cores).
     """
     configs = [(n_head, T) for n_head in heads for T in seq_lens]
     results = []
@@ -111,10 +132,14 @@ def run_attention(seq_lens, heads, batch, n_embed, repetitions, warmup, retries)
         calls, modules = make_variants(n_head, n_embed, T)
         x = _randn(batch, T, n_embed, seed=1)
         grad_out = _randn(batch, T, n_embed, seed=2)
+        first_call, diffs = _first_calls(calls, x)
         jobs = {}
         for v in VARIANTS:
             jobs[v, "forward"] = functools.partial(forward, calls[v], x)
-            jobs[v, "forward_backward"] = functools.partial(forward_backward, calls[v], x, grad_out)
+            if v not in FORWARD_ONLY:
+                jobs[v, "forward_backward"] = functools.partial(
+                    forward_backward, calls[v], x, grad_out
+                )
 
         def reset_grads(modules=modules):
             for module in modules:
@@ -140,9 +165,16 @@ def run_attention(seq_lens, heads, batch, n_embed, repetitions, warmup, retries)
                 # other processes used this share of the machine's CPU time.
                 "seconds": round(seconds, 2),
                 "others_cpu_share": others,
+                # The first forward of this variant at this size, outside the
+                # timed runs: for FlexAttention at the first size, the compile.
+                "first_call_seconds": first_call[v],
+                "max_abs_diff_vs_sdpa": diffs[v],
             }
             for mode in MODES:
-                ms = _ms(timed[v, mode]["seconds"])
+                if (v, mode) not in jobs:  # FlexAttention's backward: none on the CPU
+                    row[mode] = None
+                    continue
+                ms = _ms(timed[v, mode]["seconds" if clock == "wall" else "cpu_seconds"])
                 row[mode] = {
                     "median_ms": round(statistics.median(ms), 4),
                     "samples_ms": ms,
@@ -154,14 +186,11 @@ def run_attention(seq_lens, heads, batch, n_embed, repetitions, warmup, retries)
             results.append(row)
         summary = []
         for r in results[-len(VARIANTS) :]:
-            cell = r["forward_backward"]
-            summary.append(
-                f"{VARIANT_LABELS[r['variant']]} {cell['median_ms']:.1f} ms"
-                f" {cell['peak_bytes'] / 2**20:.1f} MiB"
-            )
+            cell = r["forward"]
+            summary.append(f"{VARIANT_LABELS[r['variant']]} {cell['median_ms']:.1f}")
         elapsed = time.perf_counter() - started
         progress(
-            f"[{i}/{len(configs)}] H={n_head} T={T} forward+backward: "
+            f"[{i}/{len(configs)}] H={n_head} T={T} forward, ms: "
             f"{'  '.join(summary)}"
             f" ({elapsed:.0f} s)"
         )
@@ -249,72 +278,94 @@ def lookup(data: dict, variant: str, n_head: int, seq_len: int) -> dict:
     raise KeyError(f"no result for {variant}, n_head={n_head}, seq_len={seq_len}")
 
 
-def _table(header: list[str], groups: list[str], rows: list[list[str]]) -> str:
-    """Right-aligned columns; a group names the three variant columns below it."""
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    """Right-aligned columns, the variant columns at least 8 wide."""
+    labels = set(VARIANT_LABELS.values())
     widths = [
-        # the variant columns at least 8 wide, so that the groups' titles fit
-        max(
-            len(h),
-            *(len(row[i]) for row in rows),
-            8 if 0 < i <= 3 * len(groups) else 5,
-        )
+        max(len(h), *(len(row[i]) for row in rows), 8 if h in labels else 5)
         for i, h in enumerate(header)
     ]
-    lines = []
-    if groups:
-        spans = [sum(widths[1 + 3 * g : 4 + 3 * g]) + 4 for g in range(len(groups))]
-        titles = [g.center(w) for g, w in zip(groups, spans, strict=True)]
-        lines.append("  ".join([" " * widths[0], *titles]))
-    lines.append("  ".join(h.rjust(w) for h, w in zip(header, widths, strict=True)))
+    lines = ["  ".join(h.rjust(w) for h, w in zip(header, widths, strict=True))]
     for row in rows:
         lines.append("  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)))
     return "\n".join(line.rstrip() for line in lines)
 
 
-def _per_T_table(data: dict, n_head: int, groups: list[str], cell, busy=False) -> str:
-    labels = [VARIANT_LABELS[v] for v in VARIANTS]
-    rows = []
-    for T in data["settings"]["seq_lens"]:
-        cells = [lookup(data, v, n_head, T) for v in VARIANTS]
-        row = [str(T)] + [cell(c[m]) for m in MODES for c in cells]
-        if busy:  # the share of the CPU other processes took while T was measured
-            share = cells[0].get("others_cpu_share")
-            row.append("?" if share is None else f"{share:.0%}")
-        rows.append(row)
-    header = ["T", *labels, *labels] + (["others"] if busy else [])
-    return _table(header, groups, rows)
+def measured(data: dict) -> list[str]:
+    """The variants of a result file, in the tables' order."""
+    return [v for v in VARIANTS if v in data["variants"]]
+
+
+def _cell(row: dict, mode: str, show) -> str:
+    """show(measurement), or n/a where the variant has no such mode."""
+    return "n/a" if row.get(mode) is None else show(row[mode])
+
+
+def _per_T_table(data: dict, n_head: int, titles: dict, show, busy=False) -> str:
+    """One block per mode: a row per T, a column per variant."""
+    variants = measured(data)
+    labels = [VARIANT_LABELS[v] for v in variants]
+    blocks = []
+    for mode in MODES:
+        rows = []
+        for T in data["settings"]["seq_lens"]:
+            cells = [lookup(data, v, n_head, T) for v in variants]
+            row = [str(T)] + [_cell(c, mode, show) for c in cells]
+            if busy:  # the share of the CPU other processes took while T was measured
+                share = cells[0].get("others_cpu_share")
+                row.append("?" if share is None else f"{share:.0%}")
+            rows.append(row)
+        header = ["T", *labels] + (["others"] if busy else [])
+        blocks.append(f"{titles[mode]}\n{_table(header, rows)}")
+    return "\n\n".join(blocks)
 
 
 def time_table(data: dict, n_head: int) -> str:
-    """Median milliseconds per run, forward and forward+backward, a row per T.
+    """Median milliseconds per run, forward then forward+backward, a row per T.
 
     The last column is the share of the CPU that other processes took while
     that row was measured: above a few percent, its times are too high.
     """
-    groups = ["forward, ms", "forward+backward, ms"]
-    return _per_T_table(data, n_head, groups, lambda c: _num(c["median_ms"]), busy=True)
+    titles = {"forward": "forward, ms", "forward_backward": "forward+backward, ms"}
+    return _per_T_table(data, n_head, titles, lambda c: _num(c["median_ms"]), busy=True)
 
 
 def memory_table(data: dict, n_head: int) -> str:
-    """Peak MiB of tensors alive during a run, forward and forward+backward."""
-    groups = ["forward peak, MiB", "fwd+bwd peak, MiB"]
-    return _per_T_table(data, n_head, groups, lambda c: _num(c["peak_bytes"] / 2**20))
+    """Peak MiB of tensors alive during a run, forward then forward+backward."""
+    titles = {"forward": "forward peak, MiB", "forward_backward": "fwd+bwd peak, MiB"}
+    return _per_T_table(data, n_head, titles, lambda c: _num(c["peak_bytes"] / 2**20))
 
 
 def heads_table(data: dict, seq_len: int) -> str:
     """forward+backward time and peak memory at one T, a row per head count."""
-    labels = [VARIANT_LABELS[v] for v in VARIANTS]
+    variants = measured(data)
+    labels = [VARIANT_LABELS[v] for v in variants]
     n_embed = data["settings"]["n_embed"]
-    rows = []
-    for n_head in data["settings"]["heads"]:
-        cells = [lookup(data, v, n_head, seq_len)["forward_backward"] for v in VARIANTS]
-        rows.append(
+    blocks = []
+    for title, show in (
+        ("fwd+bwd, ms", lambda c: _num(c["median_ms"])),
+        ("fwd+bwd peak, MiB", lambda c: _num(c["peak_bytes"] / 2**20)),
+    ):
+        rows = [
             [f"{n_head} ({n_embed // n_head})"]
-            + [_num(c["median_ms"]) for c in cells]
-            + [_num(c["peak_bytes"] / 2**20) for c in cells]
-        )
-    groups = ["fwd+bwd, ms", "fwd+bwd peak, MiB"]
-    return _table(["H (D)", *labels, *labels], groups, rows)
+            + [_cell(lookup(data, v, n_head, seq_len), "forward_backward", show) for v in variants]
+            for n_head in data["settings"]["heads"]
+        ]
+        blocks.append(f"{title}\n{_table(['H (D)', *labels], rows)}")
+    return "\n\n".join(blocks)
+
+
+def compile_table(data: dict, n_head: int) -> str:
+    """FlexAttention's first forward at each T against its median forward.
+
+    The first call in the process compiles; later sizes reuse the compiled
+    kernel (dynamic shapes) unless a size needs a recompile.
+    """
+    rows = []
+    for T in data["settings"]["seq_lens"]:
+        row = lookup(data, "flex", n_head, T)
+        rows.append([str(T), f"{row['first_call_seconds']:.2f}", _num(row["forward"]["median_ms"])])
+    return _table(["T", "first call, s", "median, ms"], rows)
 
 
 def overhead_table(data: dict) -> str:
@@ -330,16 +381,17 @@ def overhead_table(data: dict) -> str:
         for r in data["results"]
     ]
     header = ["T", "module, us", "inline, us", "module / inline", "others"]
-    return _table(header, [], rows)
+    return _table(header, rows)
 
 
 def describe_settings(data: dict) -> str:
     """One line: sizes, dtype and how the times were taken."""
     s = data["settings"]
     untimed = 2 + s["warmup"]  # the memory run, the page-fault run, warm-up rounds
+    clock = "CPU time" if s.get("clock") == "cpu" else "wall-clock time"
     return (
-        f"B={s['batch']}, C={s['n_embed']}, float32; median of {s['repetitions']}"
-        f" timed runs (after {untimed} untimed), jobs taking turns"
+        f"B={s['batch']}, C={s['n_embed']}, float32; median {clock} of"
+        f" {s['repetitions']} timed runs (after {untimed} untimed), jobs taking turns"
     )
 
 
@@ -352,6 +404,10 @@ def describe_machine(data: dict) -> str:
         f" {m['torch_threads']} threads, Python {m['python']}\n"
         f"load average before the run: {m['load_per_core']} per core"
     )
+    if "load_1min_after" in m:
+        text += f", after: {m['load_1min_after'] / m['cpu_count']:.2g} per core"
+    if data.get("note"):
+        text += f"\nnote: {data['note']}"
     rows = data.get("results", [])
     if rows and all(r.get("others_cpu_share") is not None for r in rows):
         weighted = sum(r["others_cpu_share"] * r["seconds"] for r in rows)
@@ -361,7 +417,7 @@ def describe_machine(data: dict) -> str:
             f"\nCPU time taken by other processes during the run: {mean:.0%}"
             f" on average, {highest:.0%} at most"
         )
-    cells = [r[m] for r in rows for m in MODES if m in r]
+    cells = [r[m] for r in rows for m in MODES if r.get(m)]
     if cells and "retaken" in cells[0]:
         kept = [w for c in cells for w in c["waited"]]
         waited = sum(w > data["settings"]["max_waited"] for w in kept)
@@ -400,12 +456,19 @@ def cmd_attention(args, argv: list[str]) -> None:
         raise SystemExit(f"--n-embed ({n_embed}) must be divisible by every --heads value")
     if plot_heads not in heads:
         raise SystemExit(f"--plot-heads ({plot_heads}) must be one of --heads {heads}")
+    if args.threads:
+        torch.set_num_threads(args.threads)  # before the header records it
     out = _output_dir(args)
     # The machine, with the load average before the run.
     header = result_header(SCHEMA, command_line("lab.bench", argv))
     started = time.perf_counter()
     retries = args.retries if args.retries is not None else 0 if quick else 3
-    results = run_attention(seq_lens, heads, args.batch, n_embed, repetitions, warmup, retries)
+    results = run_attention(
+        seq_lens, heads, args.batch, n_embed, repetitions, warmup, retries, args.clock
+    )
+    note_load_after(header)  # the load average after the run, beside the one before
+    if args.note:
+        header["note"] = args.note
     data = {
         **header,
         "settings": {
@@ -419,17 +482,27 @@ def cmd_attention(args, argv: list[str]) -> None:
             "retries": retries,
             "max_waited": MAX_WAITED,
             "plot_heads": plot_heads,
+            "clock": args.clock,
             "memory": "torch.profiler(profile_memory=True): most bytes of tensors"
             " alive at once during one run, above those alive before it",
-            "timing": "time.perf_counter around each run; the six jobs (3 variants"
-            " x 2 modes) take turns in rotating order; median over repetitions;"
-            " every job has run twice (memory, page faults) before the first",
+            "timing": "time.perf_counter around each run; the eleven jobs (6 variants"
+            " x 2 modes, FlexAttention forward only) take turns in rotating order;"
+            " median over repetitions; every job has run twice (memory, page"
+            " faults) before the first, after one first forward of each variant",
+            "flex": "torch.compile(flex_attention, dynamic=True), compiled once per"
+            " process; its first call at each T (first_call_seconds) is not in the"
+            " timed runs; no backward on the CPU in this torch",
             "page_faults": "minor page faults (ru_minflt) in one unprofiled run",
         },
         "variants": {
             "per-head": "MultiHeadAttention(x): H Head modules, (B, T, T) per head",
             "manual": "CausalSelfAttention(x, return_weights=True): batched,"
             " explicit softmax, (B, H, T, T) scores and weights",
+            "einsum": "einsum_attention(csa, x): the manual path's arithmetic as"
+            " torch.einsum calls, (B, H, T, T) scores and weights",
+            "torch-mha": "torch.nn.MultiheadAttention with csa's weights,"
+            " attn_mask + is_causal=True, need_weights=False",
+            "flex": "FlexAttention, causal block mask (128 x 128 tiles), compiled",
             "sdpa": "CausalSelfAttention(x): F.scaled_dot_product_attention, is_causal=True",
         },
         "elapsed_seconds": round(time.perf_counter() - started, 1),
@@ -439,6 +512,8 @@ def cmd_attention(args, argv: list[str]) -> None:
     for name, text in plots(data).items():
         _write(out / name, text)
     print(f"{describe_machine(data)}\n{describe_settings(data)}\n")
+    flex = compile_table(data, heads[0])
+    print(f"FlexAttention's first call (compiles) per T, H={heads[0]}\n{flex}\n")
     for n_head in heads:
         D = n_embed // n_head
         print(f"H={n_head} (D={D}), time\n{time_table(data, n_head)}\n")
@@ -574,6 +649,20 @@ def parser() -> argparse.ArgumentParser:
         help="head counts (default '2 4 8')",
     )
     attention.add_argument("--n-embed", type=int, help="channels C (default 256)")
+    attention.add_argument(
+        "--threads", type=int, help="torch threads (default: torch's own choice)"
+    )
+    attention.add_argument(
+        "--clock",
+        choices=["wall", "cpu"],
+        default="wall",
+        help="wall: time.perf_counter (default); cpu: this process's CPU time,"
+        " which does not count waiting for a core other processes hold",
+    )
+    attention.add_argument(
+        "--note",
+        help="a sentence kept in the result file, e.g. how busy the machine was",
+    )
     attention.add_argument(
         "--plot-heads",
         type=int,

@@ -13,12 +13,16 @@ from torch.testing import assert_close
 
 from snippets.attention import CausalSelfAttention, MultiHeadAttention
 from snippets.attention_cost import (
+    FORWARD_ONLY,
     VARIANTS,
+    einsum_attention,
     forward,
     forward_backward,
     inline_forward,
     make_variants,
     score_bytes,
+    torch_mha_from,
+    torch_mha_mask,
 )
 from snippets.measure import peak_memory
 from tests.conftest import ROOT
@@ -68,7 +72,7 @@ def peaks() -> dict:
     for T in sorted(set(MANUAL_T + FUSED_T)):
         calls, modules = make_variants(H, C, T)
         x, grad_out = randn(B, T, C), randn(B, T, C, seed=2)
-        for variant in VARIANTS:
+        for variant in ("per-head", "manual", "sdpa"):
             if T not in (FUSED_T if variant == "sdpa" else MANUAL_T):
                 continue
             call = calls[variant]
@@ -103,12 +107,18 @@ def test_fused_kernel_memory_grows_like_T(peaks, mode):
 
 def test_all_variants_agree_outputs_and_gradients():
     B, C, H, T = 2, 64, 4, 48
-    calls, (mha, csa) = make_variants(H, C, T)
+    # FlexAttention uncompiled: the same function, computed densely, no compile in the suite.
+    # The compiled kernel is compared with SDPA by the benchmark's quick run (test_lab_bench).
+    calls, (mha, csa, torch_mha) = make_variants(H, C, T, compile_flex=False)
     x, grad_out = randn(B, T, C), randn(B, T, C, seed=2)
     outputs, grads = {}, {}
     for variant in VARIANTS:
-        mha.zero_grad(set_to_none=True)
-        csa.zero_grad(set_to_none=True)
+        for module in (mha, csa, torch_mha):
+            module.zero_grad(set_to_none=True)
+        if variant in FORWARD_ONLY:  # no backward on the CPU
+            with torch.no_grad():
+                outputs[variant] = calls[variant](x)
+            continue
         out = calls[variant](x)
         out.backward(grad_out)
         outputs[variant] = out.detach()
@@ -121,11 +131,42 @@ def test_all_variants_agree_outputs_and_gradients():
                 ),
                 mha.proj.weight.grad,
             )
+        elif variant == "torch-mha":
+            grads[variant] = (torch_mha.in_proj_weight.grad, torch_mha.out_proj.weight.grad)
         else:
             grads[variant] = (csa.qkv.weight.grad, csa.proj.weight.grad)
-    for variant in ("manual", "sdpa"):
+    for variant in VARIANTS[1:]:
         assert_close(outputs[variant], outputs["per-head"], rtol=1e-5, atol=1e-5)
-        assert_close(grads[variant], grads["per-head"], rtol=1e-4, atol=1e-5)
+        if variant not in FORWARD_ONLY:
+            assert_close(grads[variant], grads["per-head"], rtol=1e-4, atol=1e-5)
+
+
+def test_torch_mha_mask_convention_and_weights():
+    # need_weights=True makes nn.MultiheadAttention apply attn_mask itself (no fused
+    # kernel, no is_causal): True must mean "may not attend", and its weights, averaged
+    # over nothing, must be the guide's (B, H, T, T) weights.
+    B, C, H, T = 2, 32, 4, 10
+    torch.manual_seed(0)
+    csa = CausalSelfAttention(H, C, context_length=T)
+    torch_mha = torch_mha_from(csa)
+    x = randn(B, T, C)
+    not_allowed = torch_mha_mask(T)
+    with torch.no_grad():
+        out, weights = torch_mha(
+            x, x, x, attn_mask=not_allowed, need_weights=True, average_attn_weights=False
+        )
+        expected, expected_weights = csa(x, return_weights=True)
+    assert_close(out, expected, rtol=1e-5, atol=1e-5)
+    assert_close(weights, expected_weights, rtol=1e-5, atol=1e-5)
+    assert torch_mha.in_proj_bias.abs().max() == 0  # csa's q, k, v have no bias
+
+
+def test_einsum_attention_is_the_manual_path():
+    torch.manual_seed(0)
+    csa = CausalSelfAttention(n_head=4, n_embed=32, context_length=12)
+    x = randn(3, 12, 32)
+    with torch.no_grad():
+        assert_close(einsum_attention(csa, x), csa(x, return_weights=True)[0])
 
 
 def test_inline_forward_is_exactly_the_module():
@@ -137,7 +178,10 @@ def test_inline_forward_is_exactly_the_module():
 
 
 def test_variants_share_weights():
-    calls, (mha, csa) = make_variants(2, 32, 16)
+    calls, (mha, csa, torch_mha) = make_variants(2, 32, 16, compile_flex=False)
     assert isinstance(mha, MultiHeadAttention) and calls["per-head"] is mha
     assert calls["sdpa"] is csa
+    assert list(calls) == list(VARIANTS)
     assert_close(csa.proj.weight, mha.proj.weight, rtol=0, atol=0)
+    assert_close(torch_mha.in_proj_weight, csa.qkv.weight, rtol=0, atol=0)
+    assert_close(torch_mha.out_proj.bias, csa.proj.bias, rtol=0, atol=0)

@@ -11,7 +11,7 @@ import torch
 
 from lab import bench
 from lab.common import RESULTS_DIR, ROOT
-from snippets.attention_cost import VARIANTS, score_bytes
+from snippets.attention_cost import FORWARD_ONLY, VARIANTS, score_bytes
 
 COMMITTED = RESULTS_DIR
 SVG = "{http://www.w3.org/2000/svg}svg"
@@ -38,8 +38,14 @@ def check_attention_result(data: dict) -> None:
     assert len(data["results"]) == len(grid)
     for row in data["results"]:
         assert row["score_bytes"] == score_bytes(settings["batch"], row["n_head"], row["seq_len"])
+        # every variant computed SDPA's output (FlexAttention compiled, as timed)
+        assert row["max_abs_diff_vs_sdpa"] <= 1e-5, row
+        assert row["first_call_seconds"] > 0
         for mode in bench.MODES:
             cell = row[mode]
+            if row["variant"] in FORWARD_ONLY and mode == "forward_backward":
+                assert cell is None  # not measured: no backward on the CPU
+                continue
             assert len(cell["samples_ms"]) == settings["repetitions"]
             assert cell["median_ms"] == pytest.approx(
                 statistics.median(cell["samples_ms"]), abs=1e-3
@@ -68,6 +74,7 @@ def test_quick_command_end_to_end(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "[3/3] H=2 T=256" in proc.stderr  # progress went to stderr
     assert "forward+backward, ms" in proc.stdout and "fwd+bwd peak, MiB" in proc.stdout
+    assert "first call, s" in proc.stdout  # FlexAttention's compile, apart from the runs
     data = json.loads((tmp_path / "attention-cost.json").read_text())
     check_attention_result(data)
     assert data["settings"]["seq_lens"] == [64, 128, 256]
@@ -108,7 +115,7 @@ def test_committed_result_is_complete():
     data = json.loads((COMMITTED / "attention-cost.json").read_text())
     check_attention_result(data)
     assert data["settings"]["seq_lens"] == [64, 128, 256, 512, 1024, 2048, 4096]
-    assert data["command"] == "python -m lab.bench attention"
+    assert data["command"].startswith("python -m lab.bench attention")
 
 
 def test_committed_plots_are_drawn_from_the_committed_result():
