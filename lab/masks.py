@@ -17,7 +17,6 @@ import functools
 import statistics
 import sys
 import time
-import warnings
 from pathlib import Path
 
 import torch
@@ -32,6 +31,7 @@ from lab.common import (
     result_header,
     write_json,
 )
+from snippets.attention_cost import compiled_flex_attention
 from snippets.masks import (
     bidirectional_mask,
     causal_mask,
@@ -54,19 +54,6 @@ JOB_LABELS = {
     "dense": "SDPA, dense window mask",
     "causal": "SDPA, causal (no window)",
 }
-
-
-@functools.cache
-def compiled_flex_attention():
-    """torch.compile(flex_attention), made once per process and shared.
-
-    dynamic=True: one compiled kernel for every T (and batch, heads) instead of a
-    recompile per shape; a different mask_mod still compiles anew. On this CPU
-    the first call compiles for seconds (longer with a cold inductor cache).
-    """
-    from torch.nn.attention.flex_attention import flex_attention
-
-    return torch.compile(flex_attention, dynamic=True)
 
 
 @functools.cache
@@ -116,20 +103,6 @@ def block_mask_for(mask_mod, T: int, B: int | None = None):
     from torch.nn.attention.flex_attention import create_block_mask
 
     return create_block_mask(mask_mod, B=B, H=None, Q_LEN=T, KV_LEN=T, device="cpu")
-
-
-def eager_flex_attention(q, k, v, block_mask):
-    """flex_attention without compiling: the same masks, computed densely.
-
-    It materialises every score, so it is slow, but it needs no compiler: the
-    tests use it to check each mask_mod against SDPA without one compile per mask.
-    """
-    from torch.nn.attention.flex_attention import flex_attention
-
-    with warnings.catch_warnings():
-        # "called without torch.compile()": on purpose, see the docstring.
-        warnings.filterwarnings("ignore", message=".*without torch.compile.*")
-        return flex_attention(q, k, v, block_mask=block_mask)
 
 
 # ------------------------------------------------------------------ measuring

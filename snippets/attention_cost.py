@@ -30,6 +30,7 @@ __all__ = [
     "torch_mha_mask",
     "causal_block_mask",
     "compiled_flex_attention",
+    "eager_flex_attention",
     "flex_attention_layer",
     "forward",
     "forward_backward",
@@ -234,13 +235,18 @@ def flex_attention_layer(csa, x: torch.Tensor, block_mask, compiled: bool = True
     # (B, T, C) -> (B, H, T, D), made contiguous: a compiled kernel is
     # specialised for its inputs' strides, and these are the same every call.
     q, k, v = (t.view(B, T, H, D).transpose(1, 2).contiguous() for t in (q, k, v))
-    attend = compiled_flex_attention() if compiled else _eager_flex_attention
+    attend = compiled_flex_attention() if compiled else eager_flex_attention
     y = attend(q, k, v, block_mask=block_mask)  # (B, H, T, D)
     y = y.transpose(1, 2).contiguous().view(B, T, C)  # -> (B, T, C)
     return csa.proj(y)
 
 
-def _eager_flex_attention(q, k, v, block_mask):
+def eager_flex_attention(q, k, v, block_mask):
+    """flex_attention without compiling: the same result, every score computed.
+
+    Slow, but it needs no compiler (and no AVX2): the tests and the masks page
+    check each mask against SDPA with it, without a compile per mask_mod.
+    """
     with warnings.catch_warnings():  # it warns that it runs uncompiled: on purpose
         warnings.filterwarnings("ignore", message=".*without torch.compile.*")
         return flex_attention(q, k, v, block_mask=block_mask)

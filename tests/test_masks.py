@@ -10,14 +10,9 @@ import torch
 from torch.nn.attention.flex_attention import create_mask
 from torch.testing import assert_close
 
-from lab.masks import (
-    WINDOW,
-    block_mask_for,
-    compiled_flex_attention,
-    flex_forward,
-    window_mask_mod,
-)
-from lab.masks import eager_flex_attention as eager_flex
+from lab.masks import WINDOW, block_mask_for, flex_forward, window_mask_mod
+from snippets.attention_cost import compiled_flex_attention
+from snippets.attention_cost import eager_flex_attention as eager_flex
 from snippets.masks import (
     attention_mask,
     bidirectional_mask,
