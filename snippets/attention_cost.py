@@ -56,7 +56,7 @@ FORWARD_ONLY = ("flex",)
 
 
 def make_variants(
-    n_head: int, n_embed: int, T: int, seed: int = 0, compile_flex=True
+    n_head: int, n_embed: int, T: int, seed: int = 0, compile_flex: bool = True
 ):
     """The six implementations, sharing one set of weights.
 
