@@ -223,10 +223,13 @@ FIRST_SCREEN = r"""
 
 # Scrolls down the page one screen every STEP_MS, as a fast reader would, and notes for each
 # diagram whether it was drawn when its top first came on screen, or how long it took after
-# that (the wait a reader sees). Returns to the top afterwards.
+# that (the wait a reader sees). Returns to the top afterwards. Below the last diagram (on a
+# page without one: from the top) nothing loads on the way down, so the rest is scrolled at
+# NO_DIAGRAM_STEP_MS: layout shifts are still seen, and the time goes where a wait can happen.
 STEP_MS = 300
+NO_DIAGRAM_STEP_MS = 50
 SCROLL_THROUGH = """
-async (stepMs) => {
+async ([diagramStepMs, plainStepMs]) => {
   const frame = () => new Promise(r => requestAnimationFrame(r));
   const sleep = ms => new Promise(r => setTimeout(r, ms));
   const diagrams = [...document.querySelectorAll("pre.mermaid")];
@@ -246,7 +249,8 @@ async (stepMs) => {
       waits[n] = drawn(pre) ? Math.round(performance.now() - t0) : null;
     }
     if (y + innerHeight >= document.documentElement.scrollHeight) break;
-    await sleep(stepMs);
+    // At a reader's pace while a diagram is still ahead; past the last one, quickly.
+    await sleep(waits.some(w => w === undefined) ? diagramStepMs : plainStepMs);
   }
   window.scrollTo(0, 0);
   await frame();
@@ -323,7 +327,7 @@ class SiteBrowser:
         if response.status >= 400:
             self.current.bad_responses.append(f"{response.status} {response.url}")
 
-    def visit(self, url: str, cold: bool = True) -> Visit:
+    def visit(self, url: str, cold: bool = True, timeout_ms: int = RENDER_TIMEOUT_MS) -> Visit:
         """Load ``url`` (with an empty HTTP cache unless ``cold`` is false), wait for the first
         screen, note what was fetched before any scroll, then scroll down through the page,
         drawing its diagrams as a reader would."""
@@ -333,7 +337,7 @@ class SiteBrowser:
             self._cdp.send("Network.clearBrowserCache")
         page.goto(url, wait_until="commit")
         try:
-            handle = page.wait_for_function(FIRST_SCREEN, polling="raf", timeout=RENDER_TIMEOUT_MS)
+            handle = page.wait_for_function(FIRST_SCREEN, polling="raf", timeout=timeout_ms)
             visit.ms_first_screen = round(handle.json_value())
         except Exception as err:  # playwright's TimeoutError: reported with the rest
             state = page.evaluate(
@@ -341,7 +345,7 @@ class SiteBrowser:
                 " mermaid: document.querySelectorAll('pre.mermaid').length})"
             )
             visit.render_problem = (
-                f"first screen not complete after {RENDER_TIMEOUT_MS} ms: "
+                f"first screen not complete after {timeout_ms} ms: "
                 f"data-math-typeset={state['math']}, "
                 f"{state['mermaid']} diagram(s) still <pre> ({type(err).__name__})"
             )
@@ -359,7 +363,7 @@ class SiteBrowser:
             """() => [...document.querySelectorAll("pre.mermaid, div.mermaid")]
                      .filter(el => el.getBoundingClientRect().top < innerHeight).length"""
         )
-        visit.diagram_waits = page.evaluate(SCROLL_THROUGH, STEP_MS)
+        visit.diagram_waits = page.evaluate(SCROLL_THROUGH, [STEP_MS, NO_DIAGRAM_STEP_MS])
         visit.cls = page.evaluate("() => window.__cls")
         return visit
 

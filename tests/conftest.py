@@ -7,8 +7,10 @@ import pytest
 
 from lab.common import ROOT  # the tests import it from here too
 
-# Lines for the end of the run: tests/test_browser.py puts its per-page table here.
+# Lines for the end of the run: tests/test_browser.py puts its per-page table here, and in
+# BROWSER_TABLE, from where the controller of a pytest-xdist run prints what a worker measured.
 BROWSER_REPORT = pytest.StashKey[list]()
+BROWSER_TABLE = ROOT / "test-artifacts" / "browser-table.txt"
 
 
 @pytest.fixture(scope="session")
@@ -62,16 +64,15 @@ def site_server(built_site, tmp_path_factory):
     server.close()
 
 
-def pytest_collection_modifyitems(config, items):
-    # Under pytest-xdist (--dist loadgroup) every browser test runs in one worker, so the
-    # session's one chromium and one built site serve them all.
-    for item in items:
-        if item.get_closest_marker("browser"):
-            item.add_marker(pytest.mark.xdist_group("browser"))
+def pytest_sessionstart(session):
+    if not hasattr(session.config, "workerinput"):  # this process prints the summary
+        BROWSER_TABLE.unlink(missing_ok=True)  # a table left by an earlier run is not this one's
 
 
 def pytest_terminal_summary(terminalreporter, config):
     lines = config.stash.get(BROWSER_REPORT, None)
+    if lines is None and BROWSER_TABLE.exists():  # measured in an xdist worker
+        lines = BROWSER_TABLE.read_text(encoding="utf-8").splitlines()
     if lines:
         terminalreporter.section("pages in the browser (tests/test_browser.py)")
         for line in lines:

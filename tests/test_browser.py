@@ -33,7 +33,7 @@ from types import SimpleNamespace
 import pytest
 
 from tests import browser_checks as bc
-from tests.conftest import BROWSER_REPORT, ROOT
+from tests.conftest import BROWSER_REPORT, BROWSER_TABLE, ROOT
 
 pytestmark = pytest.mark.browser
 
@@ -183,7 +183,8 @@ def _table(reports: list[dict]) -> list[str]:
         "screen: navigation start to text, math, fonts, images and diagrams of the first "
         "screen done; kB: files fetched before any scroll / after scrolling through; CLS: "
         "cumulative layout shift, scroll-through included; diagram wait: scrolling one screen "
-        f"per {bc.STEP_MS} ms, how long each diagram was still being drawn once on screen."
+        f"per {bc.STEP_MS} ms (past the last diagram: {bc.NO_DIAGRAM_STEP_MS} ms), how long each "
+        "diagram was still being drawn once on screen."
     )
     attention = next((r for r in reports if r["page"] == "/attention/"), None)
     timed = [r for r in reports if r["ms_first_screen"] is not None]
@@ -218,6 +219,7 @@ def site_report(request, site_browser, site_server, site_pages) -> list[dict]:
         f"details in {(ARTIFACTS / 'browser-report.json').relative_to(ROOT)}"
     )
     request.config.stash[BROWSER_REPORT] = lines
+    BROWSER_TABLE.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return reports
 
 
@@ -492,7 +494,9 @@ def planted(site_browser, site_server, built_site):
     hook.on_post_build(None)
 
     def open_planted(name: str) -> bc.Visit:
-        return site_browser.visit(f"{site_server.base}planted-{name}/")
+        # A planted page is one short article: 3 s is ample, and the untypeset one never
+        # completes its first screen, so it would wait out the whole site's timeout.
+        return site_browser.visit(f"{site_server.base}planted-{name}/", timeout_ms=3000)
 
     return open_planted
 
