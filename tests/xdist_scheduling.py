@@ -8,7 +8,14 @@ module-scoped fixtures are built once.
 
 xdist's own `--dist loadgroup` cannot do this with pytest 9.2: it renames grouped tests through
 an attribute (`item._nodeid`) that pytest 9 no longer reads, and the groups are ignored.
+
+The built site's tests are the run's longest chain (a build, then every page in a real browser,
+one after another), so the whole run lasts as long as they do. Every other test runs at a lower
+CPU priority (and so do the processes it starts): it takes the CPU only when they leave it.
 """
+
+import contextlib
+import os
 
 import pytest
 
@@ -35,3 +42,14 @@ def pytest_xdist_make_scheduler(config, log):
             return scope_of(nodeid)
 
     return ByPageAndSite(config, log)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """Before a test's fixtures start anything: the built site's tests at the normal priority,
+    the rest at a lower one (`nice` 10). Only under xdist, where the two share the cores."""
+    if not hasattr(item.config, "workerinput"):
+        return
+    niceness = 0 if scope_of(item.nodeid) == "the built site" else 10
+    with contextlib.suppress(OSError):  # raising it back to 0 needs root; CI runs as root
+        os.setpriority(os.PRIO_PROCESS, 0, niceness)
