@@ -10,7 +10,6 @@ The browser is Debian's chromium driven by Python playwright; nothing is downloa
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
 import http.server
@@ -242,6 +241,7 @@ FIRST_SCREEN = r"""
 # page without one: from the top) nothing loads on the way down, so the rest is scrolled at
 # NO_DIAGRAM_STEP_MS: layout shifts are still seen, and the time goes where a wait can happen.
 STEP_MS = 300
+QUIET_S = 0.3  # no new request for this long: the page's own loads are done
 NO_DIAGRAM_STEP_MS = 50
 SCROLL_THROUGH = """
 async ([diagramStepMs, plainStepMs]) => {
@@ -283,6 +283,8 @@ class Visit:
     ms_first_screen: int | None = None  # navigation start to the first screen complete
     transferred: int = 0  # bytes the page's own loads transferred before any scroll
     urls: list = dataclasses.field(default_factory=list)  # every URL requested
+    finished: list = dataclasses.field(default_factory=list)  # ... and each one that ended
+    last_request: float = 0.0  # time.monotonic() when the last request began
     urls_before_scroll: list = dataclasses.field(default_factory=list)
     cls_before_scroll: float | None = None  # cumulative layout shift, first screen
     cls: float | None = None  # ... and after scrolling through the page
@@ -317,7 +319,8 @@ class SiteBrowser:
         self.context.add_init_script(INIT_SCRIPT)
         # A regex the browser matches itself: local requests never make a trip to Python.
         self.context.route(re.compile(rf"^(?!{re.escape(origin)}|data:|blob:)"), self._abort)
-        self.context.on("request", lambda r: self.current.urls.append(r.url))
+        self.context.on("request", self._request)
+        self.context.on("requestfinished", lambda r: self.current.finished.append(r.url))
         self.context.on("console", self._console)
         self.context.on("requestfailed", self._failed)
         self.context.on("response", self._response)
@@ -325,6 +328,32 @@ class SiteBrowser:
         self._cdp = self.context.new_cdp_session(self.page)
         self.page.on("pageerror", lambda err: self.current.page_errors.append(str(err)))
         self.current = Visit(url="about:blank", page=self.page)
+
+    def _request(self, request):
+        self.current.urls.append(request.url)
+        self.current.last_request = time.monotonic()
+
+    def _wait_until_quiet(self, visit: Visit, quiet_s: float = QUIET_S, limit_s: float = 5.0):
+        """Until the page has loaded, every request it made has ended, the search index
+        (which every page fetches, from a worker) among them, and none began for quiet_s.
+
+        Playwright's "networkidle" waits for 500 ms without a request on every page; here the
+        last request's end is known, so 0.3 s of quiet is enough (Mermaid's chained imports
+        pause for less: with 0.15 s a chunk of the KV-heads page's diagrams was missed), and
+        the run is shorter by a fifth of a second a page. A page that never goes quiet is
+        measured after limit_s.
+        """
+        page, deadline = self.page, time.monotonic() + limit_s
+        while time.monotonic() < deadline:
+            page.wait_for_timeout(20)  # lets playwright deliver the request events
+            ended = len(visit.finished) + len(visit.failed_requests) + len(visit.foreign_requests)
+            if (
+                ended >= len(visit.urls)
+                and any(u.endswith("search_index.json") for u in visit.finished)
+                and time.monotonic() - visit.last_request >= quiet_s
+                and page.evaluate("() => document.readyState") == "complete"
+            ):
+                return
 
     def _abort(self, route):
         self.current.foreign_requests.append(route.request.url)
@@ -365,8 +394,7 @@ class SiteBrowser:
                 f"{state['mermaid']} diagram(s) still <pre> ({type(err).__name__})"
             )
         # Whatever the page fetches by itself once shown (the search index, ...).
-        with contextlib.suppress(Exception):  # a page that never goes quiet: measure anyway
-            page.wait_for_load_state("networkidle", timeout=5000)
+        self._wait_until_quiet(visit)
         visit.urls_before_scroll = list(visit.urls)
         visit.cls_before_scroll = page.evaluate("() => window.__cls")
         visit.transferred = page.evaluate(
