@@ -242,7 +242,7 @@ def describe_run(data: dict) -> str:
 
 def cost_plot(data: dict):
     """Milliseconds per call against T, log-log, with guides rising like T and T²."""
-    from lab.plotting import COLORS, INK, pyplot
+    from lab.plotting import COLORS, growth_axes, pyplot
 
     plt = pyplot()
     seq_lens = [row["seq_len"] for row in data["results"]]
@@ -251,19 +251,8 @@ def cost_plot(data: dict):
     for job, color in zip(JOBS, (COLORS[0], COLORS[1], COLORS[2]), strict=True):
         ms = [row[job]["cpu_ms"] for row in data["results"]]
         ax.plot(seq_lens, ms, color=color, marker=markers[job], label=JOB_LABELS[job])
-    T_end = seq_lens[-1]
-    for job, exponent, dash, label in (
-        ("dense", 2, (6, 3), "∝ T²"),
-        ("flex", 1, (2, 2), "∝ T"),
-    ):
-        end = data["results"][-1][job]["cpu_ms"]
-        guide = [end * (T / T_end) ** exponent for T in seq_lens]
-        ax.plot(seq_lens, guide, color=INK, linewidth=1, dashes=dash, label=label)
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    ax.set_xticks(seq_lens, [str(T) for T in seq_lens])
-    ax.minorticks_off()
-    ax.set_xlabel("sequence length T (log scale)")
+    last = data["results"][-1]
+    growth_axes(ax, seq_lens, last["dense"]["cpu_ms"], last["flex"]["cpu_ms"])
     ax.set_ylabel("CPU milliseconds per call (log scale)")
     s = data["settings"]
     ax.set_title(f"Sliding window of {s['window']}: time per attention call")

@@ -169,6 +169,24 @@ VARIANT_STYLE = {  # colour and marker of each implementation on the cost page
 BUSY = 0.1  # above this share of the CPU taken by others, a time is drawn hollow
 
 
+def growth_axes(ax, seq_lens: list[int], quadratic_end: float, linear_end: float) -> None:
+    """Log-log axes over seq_lens (T, powers of two), with two guides in the ink colour:
+    one rising like T² to end at quadratic_end, one like T to end at linear_end, so a
+    reader can see which series grows like which."""
+    T_end = seq_lens[-1]
+    for end, exponent, dash, label in (
+        (quadratic_end, 2, (6, 3), "∝ T²"),
+        (linear_end, 1, (2, 2), "∝ T"),
+    ):
+        guide = [end * (T / T_end) ** exponent for T in seq_lens]
+        ax.plot(seq_lens, guide, color=INK, linewidth=1, dashes=dash, label=label)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xticks(seq_lens, [str(T) for T in seq_lens])
+    ax.minorticks_off()
+    ax.set_xlabel("sequence length T (log scale)")
+
+
 def attention_cost(data: dict, what: str):
     """Time or peak memory against T, log-log, forward and forward+backward side
     by side (a result of `python -m lab.bench attention`).
@@ -231,19 +249,8 @@ def attention_cost(data: dict, what: str):
                     color=color,
                     markerfacecolor="none",
                 )
-        for variant, exponent, dash, label in (
-            ("manual", 2, (6, 3), "∝ T²"),
-            ("sdpa", 1, (2, 2), "∝ T"),
-        ):
-            T_end, y_end = seq_lens[-1], series[variant][-1]
-            guide = [y_end * (T / T_end) ** exponent for T in seq_lens]
-            ax.plot(seq_lens, guide, color=INK, linewidth=1, dashes=dash, label=label)
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_xticks(seq_lens, [str(T) for T in seq_lens])
-        ax.minorticks_off()
+        growth_axes(ax, seq_lens, series["manual"][-1], series["sdpa"][-1])
         ax.set_title(MODE_LABELS[mode])
-        ax.set_xlabel("sequence length T (log scale)")
         ax.grid(True, which="major")
     axes[0].set_ylim(bottom=low / 2)
     ylabel = "peak MiB of tensors"
