@@ -220,20 +220,27 @@ def test_sampling_with_the_cache_draws_the_same_tokens():
     assert torch.equal(*outs)
 
 
+def greedy_with_tampered_cache(model, idx, steps: int, tamper) -> torch.Tensor:
+    """Greedy generation through the cache, calling tamper(cache) before every step:
+    idx (1, T) -> (1, T + steps). The negative control of the cache-equals-recompute tests."""
+    cache = KVCache(model, 1)
+    logits = forward_with_cache(model, idx, cache)
+    out = idx
+    for _ in range(steps):
+        next_id = logits[:, -1].argmax(-1, keepdim=True)
+        out = torch.cat([out, next_id], dim=1)
+        tamper(cache)
+        logits = forward_with_cache(model, next_id, cache)
+    return out
+
+
 def test_a_cache_that_ignores_earlier_positions_would_differ():
     # The equality above can fail: a cache that forgets its keys changes the text.
     model = make()
     idx = ids(1, 6)
     expected = generate(model, idx, 10, greedy=True, kv_cache=False)
-    cache = KVCache(model, 1)
-    logits = forward_with_cache(model, idx, cache)
-    out = idx
-    for _ in range(10):
-        next_id = logits[:, -1].argmax(-1, keepdim=True)
-        out = torch.cat([out, next_id], dim=1)
-        cache.k.zero_()  # every earlier key forgotten
-        logits = forward_with_cache(model, next_id, cache)
-    assert not torch.equal(out, expected)
+    forgotten = greedy_with_tampered_cache(model, idx, 10, lambda cache: cache.k.zero_())
+    assert not torch.equal(forgotten, expected)
 
 
 def test_cache_needs_the_fused_layer_and_has_a_capacity():

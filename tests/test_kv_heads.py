@@ -23,6 +23,7 @@ from snippets.kv_heads import (
     kv_cache_bytes,
 )
 from snippets.model import GPT, GPTConfig, parameter_count
+from tests.test_generate import greedy_with_tampered_cache
 
 C, T_MAX = 48, 16
 
@@ -232,15 +233,9 @@ def test_a_cache_that_loses_a_kv_head_would_differ():
     model = make(VARIANTS["GQA"])
     idx = ids(1, 6)
     expected = generate(model, idx, 10, greedy=True, kv_cache=False)
-    cache = KVCache(model, 1)
-    logits = forward_with_cache(model, idx, cache)
-    out = idx
-    for _ in range(10):
-        next_id = logits[:, -1].argmax(-1, keepdim=True)
-        out = torch.cat([out, next_id], dim=1)
-        cache.k[:, :, 1].zero_()  # kv head 1 of every layer forgotten
-        logits = forward_with_cache(model, next_id, cache)
-    assert not torch.equal(out, expected)
+    # kv head 1 of every layer forgotten before each step
+    forgotten = greedy_with_tampered_cache(model, idx, 10, lambda c: c.k[:, :, 1].zero_())
+    assert not torch.equal(forgotten, expected)
 
 
 def per_token_layer(config: GPTConfig) -> dict:
