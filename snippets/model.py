@@ -12,13 +12,14 @@ import dataclasses
 import torch
 import torch.nn as nn
 
-from snippets.attention import CausalSelfAttention, MultiHeadAttention
+from snippets.attention import CausalSelfAttention
 from snippets.kv_heads import (
     MLA_ROPE,
     GroupedQueryAttention,
     MultiHeadLatentAttention,
 )
 from snippets.objectives import lm_loss
+from snippets.positional_attention import PositionalMultiHeadAttention
 from snippets.positions import POSITIONS, WITHOUT_TABLE, sinusoidal_positions
 
 # --8<-- [end:imports]
@@ -28,11 +29,12 @@ __all__ = ["GPTConfig", "MLP", "Block", "GPT", "parameter_count"]
 
 # --8<-- [start:config]
 # "per-head" and "fused" compute the same function (see the attention page):
-# the readable layer and the one to train with. "mla" caches a latent instead of
+# the readable layer (with RoPE and ALiBi, the positions page) and the one to
+# train with. "mla" caches a latent instead of
 # keys and values (see the kv-heads page).
 ATTENTION = {
     "fused": CausalSelfAttention,
-    "per-head": MultiHeadAttention,
+    "per-head": PositionalMultiHeadAttention,
     "mla": MultiHeadLatentAttention,
 }
 
