@@ -26,7 +26,9 @@ class PositionalHead(Head):
     """Head, with RoPE turning q and k or ALiBi's distance penalty on the scores.
 
     Args:
-        head_size, n_embed, context_length: as in Head.
+        head_size: D, as in Head.
+        n_embed: C, as in Head.
+        context_length: the training length, as in Head.
         position: a name in POSITIONS; only "rope" and "alibi" act here.
         alibi_slope: this head's slope, for position="alibi" and only then.
         max_length: the longest T accepted (default context_length); longer
@@ -84,8 +86,11 @@ class PositionalMultiHeadAttention(MultiHeadAttention):
     """MultiHeadAttention made of PositionalHeads; ALiBi gives each its slope.
 
     Args:
-        n_head, n_embed, context_length: as in MultiHeadAttention.
-        position, max_length: as in PositionalHead.
+        n_head: H, as in MultiHeadAttention.
+        n_embed: C, as in MultiHeadAttention.
+        context_length: the training length, as in MultiHeadAttention.
+        position: as in PositionalHead; ALiBi gets one slope per head.
+        max_length: as in PositionalHead.
     """
 
     def __init__(
