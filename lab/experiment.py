@@ -34,6 +34,7 @@ import torch
 
 from lab.common import command_line, result_header, write_json, write_text
 from lab.paths import ARTIFACTS, RESULTS_DIR
+from lab.style import save_svg
 
 
 def progress(message: str) -> None:
@@ -131,7 +132,8 @@ class Command:
         if self.args.out is not None:
             return Path(self.args.out)
         if getattr(self.args, "quick", False):
-            return ARTIFACTS / f"{self.module.rpartition('.')[2]}-quick"
+            name = self.module.rpartition(".")[2].replace("_", "-")
+            return ARTIFACTS / f"{name}-quick"
         return self.default_out
 
     def header(self, schema: str) -> dict:
@@ -146,8 +148,6 @@ class Command:
         elif isinstance(content, str):
             write_text(path, content)
         else:
-            from lab.style import save_svg  # matplotlib only for commands that draw
-
             save_svg(content, path)
         progress(f"wrote {path}")
         return path
