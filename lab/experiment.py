@@ -16,11 +16,14 @@ A new experiment, lab/my_page.py:
         cmd = experiment.Command("lab.my_page", __doc__)
         cmd.parser.add_argument("-T", "--seq-lens", type=experiment.int_list())
         args = cmd.parse(argv)                      # --threads applied here
-        data = {**cmd.header("attention-guide/my-page/1"), "results": run(args)}
+        header = cmd.header("attention-guide/my-page/1")  # the machine, before the run
+        data = {**header, "results": run(args)}     # run() calls experiment.progress(...)
         cmd.write("my-page.json", data)             # into cmd.out; says "wrote ..."
         print(table(data))                          # stdout: the result; progress(): stderr
         return 0
 
+experiment.describe_machine(data) prints a result's machine for a page;
+lab.common.note_load_after(header) adds the load average after the run.
 A command with subcommands (`python -m lab.masks cost`) is made with
 Command(..., subcommands=True) and cmd.subcommand(name, help) for each: that
 returns the subcommand's parser, with the three options; args.command names it.
