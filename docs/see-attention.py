@@ -299,7 +299,9 @@ for layer in range(2):
 for kind, k in kinds.items():
     share = k.float().mean(dim=-1)  # (L, H): the share of queries of each head
     layer, head = divmod(int(share.argmax()), 4)
-    print(f"most often {kind!r}: L{layer + 1} H{head + 1}, {share[layer, head]:.2f}")
+    print(
+        f"most often {kind!r}: L{layer + 1} H{head + 1}, {share[layer, head]:.2f}"
+    )
 for layer in range(2):
     fig, axes = plt.subplots(2, 2, figsize=(8, 8.4))
     for head, ax in enumerate(axes.flat):
