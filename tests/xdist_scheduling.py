@@ -2,7 +2,7 @@
 
 A page's blocks share one namespace and run in order, so a page goes to one worker. The tests
 that use the built site share its session fixtures (one build, one browser), so they go to one
-worker together. Each run of the pages under another CPU setting (tests/test_portability.py) is
+worker together. Each run of the pages under another CPU setting (tests/pages/test_portability.py) is
 a process of its own and may go anywhere. Everything else is grouped by module, so that
 module-scoped fixtures are built once.
 
@@ -19,8 +19,8 @@ import os
 
 import pytest
 
-SHARE_THE_BUILT_SITE = {"tests/test_site.py", "tests/test_browser.py", "tests/test_explorer.py"}
-ONE_PER_WORKER = {"tests/test_portability.py"}
+SHARE_THE_BUILT_SITE = {"tests/pages/test_site.py", "tests/test_browser.py", "tests/test_explorer.py"}
+ONE_PER_WORKER = {"tests/pages/test_portability.py"}
 
 
 def scope_of(nodeid: str) -> str:

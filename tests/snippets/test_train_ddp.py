@@ -17,7 +17,7 @@ import torch
 from torch.testing import assert_close
 
 from snippets.train import CHECKPOINT, HISTORY, TrainConfig, train
-from tests.conftest import ROOT
+from lab.common import ROOT
 
 TORCHRUN = Path(sys.executable).parent / "torchrun"
 # batch_size 8 with grad_accum 2: each of the 2 processes takes 2 windows per micro-step.

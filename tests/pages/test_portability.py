@@ -23,7 +23,7 @@ import sys
 
 import pytest
 
-from tests.conftest import ROOT
+from lab.common import ROOT
 
 SETTINGS = {
     "avx2-kernels": {"ATEN_CPU_CAPABILITY": "avx2"},

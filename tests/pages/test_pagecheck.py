@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from lab.common import ROOT
 from tests.pagecheck import RUN, PageError, markdown_snippet_expander, parse_page
-from tests.test_site import _CodeBlocks
+from tests.pages.test_site import _CodeBlocks
 
 MKDOCS_YML = """\
 site_name: harness test
@@ -300,7 +300,7 @@ def test_code_collected_is_the_code_rendered(tmp_path):
 
     The page is rendered with Python-Markdown and the test site's extensions; the python and
     bash blocks of the HTML must be the blocks the harness runs, with the same text.
-    tests/test_site.py makes the same comparison on every page of the real build.
+    tests/pages/test_site.py makes the same comparison on every page of the real build.
     """
     import markdown
     from mkdocs.config import load_config
