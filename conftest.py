@@ -1,9 +1,9 @@
-# Runs the code blocks of every page in docs/ as tests (see tests/pagecheck.py).
+# Runs the code blocks of every page in docs/ as tests (see tests/pagecheck/).
 import os
 
 import torch
 
-pytest_plugins = ["tests.pagecheck", "tests.xdist_scheduling"]
+pytest_plugins = ["tests.pagecheck.plugin", "tests.xdist_scheduling"]
 
 # The suite's tensors are tiny: torch's intra-op thread pool costs more than it saves, and on a
 # loaded 2-core machine (CI also drives a browser) it made the suite 3-4x slower.

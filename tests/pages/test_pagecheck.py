@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from lab.common import ROOT
-from tests.pagecheck import RUN, PageError, markdown_snippet_expander, parse_page
+from tests.pagecheck.parser import RUN, PageError, markdown_snippet_expander, parse_page
 from tests.pages.test_site import _CodeBlocks
 
 MKDOCS_YML = """\
@@ -47,11 +47,11 @@ def greet(name):
 """
 
 
-def write_site(root: Path, pages: dict[str, str]) -> None:
+def write_site(root: Path, pages: dict[str, str], extra_config: str = "") -> None:
     """A throw-away site: mkdocs.yml, a module to include from, and the pages."""
-    (root / "mkdocs.yml").write_text(MKDOCS_YML)
+    (root / "mkdocs.yml").write_text(MKDOCS_YML + extra_config)
     (root / "conftest.py").write_text(
-        'pytest_plugins = ["tests.pagecheck", "tests.xdist_scheduling"]\n'
+        'pytest_plugins = ["tests.pagecheck.plugin", "tests.xdist_scheduling"]\n'
     )
     (root / "pytest.ini").write_text("[pytest]\ntestpaths = docs\naddopts = -ra\n")
     (root / "code").mkdir(exist_ok=True)
@@ -61,9 +61,11 @@ def write_site(root: Path, pages: dict[str, str]) -> None:
         (root / "docs" / name).write_text(textwrap.dedent(text))
 
 
-def run_pages(tmp_path: Path, pages: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+def run_pages(
+    tmp_path: Path, pages: dict[str, str], *args: str, extra_config: str = ""
+) -> subprocess.CompletedProcess:
     """Run the harness in a fresh pytest process on a throw-away site."""
-    write_site(tmp_path, pages)
+    write_site(tmp_path, pages, extra_config)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args],
@@ -319,3 +321,43 @@ def test_code_collected_is_the_code_rendered(tmp_path):
     tested = [(b.lang, b.code.rstrip("\n")) for b in blocks if b.kind]
     assert [s for s in shown if s[0] in RUN] == tested
     assert len(tested) == 4 and 'return f"hello {name}"' in tested[0][1]
+
+
+def test_a_page_outside_nav_fails_its_own_page_test(tmp_path):
+    nav = "nav:\n  - Home: listed.md\n"
+    proc = run_pages(tmp_path, {"listed.md": ORDER, "orphan.md": ORDER}, extra_config=nav)
+    assert proc.returncode == 1, proc.stdout
+    assert "FAILED docs/orphan.md::nav" in proc.stdout
+    assert "docs/orphan.md is not in the nav of mkdocs.yml" in proc.stdout
+    assert "add `- Title: orphan.md` under `nav:`" in proc.stdout
+    assert "FAILED docs/listed.md" not in proc.stdout
+    assert "1 failed, 4 passed" in proc.stdout  # the orphan's blocks still run
+    record = json.loads((tmp_path / ".cache" / "pagecheck" / "last-run.json").read_text())
+    assert sorted(record) == ["docs/listed.md"]
+
+
+def test_the_mismatch_report_marks_the_first_differing_line(tmp_path):
+    page = '```python\nprint("a\\nb = 2\\nc")\n```\n\n```text title="Output"\na\nb = 3\nc\n```\n'
+    proc = run_pages(tmp_path, {"lines.md": page})
+    assert proc.returncode == 1, proc.stdout
+    assert (
+        "--- first difference: line 2 ---\n"
+        "page shows:   b = 3\n"
+        "code printed: b = 2\n"
+        "                  ^"
+    ) in proc.stdout
+
+
+def test_a_missing_output_line_is_named(tmp_path):
+    page = '```python\nprint("a")\n```\n\n```text title="Output"\na\nb\n```\n'
+    proc = run_pages(tmp_path, {"short.md": page})
+    assert "--- first difference: line 2 ---" in proc.stdout
+    assert "code printed: (nothing: the code's output ends here)" in proc.stdout
+
+
+def test_the_out_of_order_message_counts_one_block_in_the_singular(tmp_path):
+    three = "```python\na = 1\n```\n\n```python\nb = a\n```\n\n```python\nc = b\n```\n"
+    proc = run_pages(
+        tmp_path, {"three.md": three}, "docs/three.md::line 1", "docs/three.md::line 9"
+    )
+    assert "is block 3 of its page, but only 1 block of the page ran before it" in proc.stdout

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from lab.common import ROOT
-from tests.pagecheck import RUN, markdown_snippet_expander, parse_page
+from tests.pagecheck.parser import RUN, markdown_snippet_expander, parse_page
 
 PAGES = sorted((ROOT / "docs").rglob("*.md"))
 
