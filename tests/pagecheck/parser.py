@@ -69,6 +69,7 @@ class Site:
 
     expand: object  # expand(lines) -> lines, the site's own pymdownx snippet preprocessor
     nav: set[str] | None  # pages in nav, relative to docs_dir; None when mkdocs.yml has no nav
+    docs_dir: Path  # the site's pages; pages elsewhere (a test's throw-away page) have no nav
 
 
 def load_site(config_file: Path) -> Site:
@@ -82,7 +83,8 @@ def load_site(config_file: Path) -> Site:
         extensions=config["markdown_extensions"], extension_configs=config["mdx_configs"]
     )
     nav = None if config["nav"] is None else set(_nav_pages(config["nav"]))
-    return Site(expand=md.preprocessors["snippet"].run, nav=nav)
+    docs_dir = Path(config["docs_dir"]).resolve()
+    return Site(expand=md.preprocessors["snippet"].run, nav=nav, docs_dir=docs_dir)
 
 
 def markdown_snippet_expander(config_file: Path):

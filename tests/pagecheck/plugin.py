@@ -68,9 +68,10 @@ class MarkdownPage(pytest.File):
         except PageError as err:
             raise self.CollectError(str(err)) from None
         page = self.path.relative_to(root).as_posix()
-        docs = (root / self.config.getoption("--docs-dir")).resolve()
-        in_docs = self.path.resolve().relative_to(docs).as_posix()
-        if site.nav is not None and in_docs not in site.nav:
+        resolved = self.path.resolve()
+        in_site = site.nav is not None and site.docs_dir in resolved.parents
+        in_docs = resolved.relative_to(site.docs_dir).as_posix() if in_site else None
+        if in_site and in_docs not in site.nav:
             # mkdocs build --strict aborts on such a page; say so where the page is tested.
             item = NavItem.from_parent(self, name="nav", page=page, in_docs=in_docs)
             item.user_properties += [("page", page), ("nav_missing", True)]

@@ -104,7 +104,8 @@ def test_lab_modules_import_each_other_in_no_circle():
     graph = {path.stem: lab_imports(path) for path in sorted((ROOT / "lab").glob("*.py"))}
     circle = import_circle(graph)
     assert circle is None, (
-        "lab/ imports in a circle: " + " -> ".join(f"lab/{name}.py" for name in circle)
+        "lab/ imports in a circle: "
+        + " -> ".join(f"lab/{name}.py" for name in circle)
         + "; move what both need into a module that imports neither"
     )
 
