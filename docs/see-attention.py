@@ -26,8 +26,8 @@
 #    with the causal mask visible as the empty upper triangle.
 #
 # The models live in `snippets/induction.py` and `snippets/char_gpt.py`, with their
-# tests in `tests/snippets/test_induction.py` and `tests/snippets/test_char_gpt.py`; `lab/models.py`
-# keeps them trained in a cache. The [attention
+# tests in `tests/snippets/test_induction.py` and `tests/snippets/test_char_gpt.py`;
+# `lab/models.py` keeps them trained in a cache. The [attention
 # explorer](../attention/#see-the-heads-at-work) shows the same models' weights, one
 # query at a time. API reference: [snippets.induction](../reference/induction/),
 # [snippets.char_gpt](../reference/char_gpt/).
@@ -234,9 +234,9 @@ show(
 # weight hugs the diagonal: those heads look at the token just before.
 #
 # Is it the causal mask that forces this solution? Without it, a model could read
-# the answer at $t + 1$ directly. `tests/snippets/test_induction.py` trains that non-causal
-# model, and one whose heads attend uniformly, and checks that neither forms an
-# induction head.
+# the answer at $t + 1$ directly. `tests/snippets/test_induction.py` trains that
+# non-causal model, and one whose heads attend uniformly, and checks that neither
+# forms an induction head.
 #
 # ## The guide's GPT on its own text
 #
