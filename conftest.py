@@ -3,7 +3,7 @@ import os
 
 import torch
 
-pytest_plugins = ["tests.pagecheck.plugin", "tests.xdist_scheduling"]
+pytest_plugins = ["tests.pagecheck.plugin", "tests.xdist_scheduling", "tests.suite_time"]
 
 # The suite's tensors are tiny: torch's intra-op thread pool costs more than it saves, and on a
 # loaded 2-core machine (CI also drives a browser) it made the suite 3-4x slower.
