@@ -5,10 +5,10 @@ import torch
 
 pytest_plugins = ["tests.pagecheck.plugin", "tests.xdist_scheduling", "tests.suite_time"]
 
-# The suite's tensors are tiny: torch's intra-op thread pool costs more than it saves, and on a
-# loaded 2-core machine (CI also drives a browser) it made the suite 3-4x slower.
-# GUIDE_TORCH_THREADS=2 runs on two threads instead, as a reader's notebook would:
-# tests/pages/test_portability.py runs the pages' blocks that way, to prove their outputs hold.
+# The suite's tensors are tiny: torch's intra-op thread pool costs more than it saves, and the
+# xdist workers already take every core. GUIDE_TORCH_THREADS=2 runs on two threads instead, as a
+# reader's notebook would: tests/pages/test_portability.py runs the pages' blocks that way, to
+# prove their outputs hold.
 torch.set_num_threads(int(os.environ.get("GUIDE_TORCH_THREADS", "1")))
 
 

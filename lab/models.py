@@ -1,6 +1,7 @@
 """Trained models to look at, kept in a cache, and the attention explorer's data.
 
-    python -m lab.models out.json   # what the attention explorer shows
+    python -m lab.models out.json        # what the attention explorer shows
+    python -m lab.models --commit-trained  # this code's trained models into data/trained/
 
 Two small models are trained (each in seconds on a CPU): the attention-only model
 of snippets/induction.py on repeated tokens, and the GPT of snippets/char_gpt.py on
@@ -35,6 +36,10 @@ from snippets.model import GPT
 from snippets.tokenizer import CharTokenizer
 
 TRAINED = CACHE / "trained"
+# The same models, committed: a fresh clone (CI) loads them instead of training. Read only; a
+# file whose key no longer matches the code is ignored, and `python -m lab.models
+# --commit-trained` replaces it with this code's.
+COMMITTED = ROOT / "data" / "trained"
 
 
 def fingerprint() -> str:
@@ -44,16 +49,22 @@ def fingerprint() -> str:
     return code_fingerprint([Path(__file__).resolve()], versions, ROOT)
 
 
+def file_name(name: str, config) -> str:
+    """The file of model `name` trained with `config` by this version of the code."""
+    key = hashlib.sha256(f"{fingerprint()}\n{config!r}".encode()).hexdigest()[:20]
+    return f"{name}-{key}.pt"
+
+
 def _cached(name: str, config, build, train):
     """(model, losses): loaded from TRAINED if this config and code were trained
     before, else trained now and saved there. Stale files of `name` are removed."""
-    key = hashlib.sha256(f"{fingerprint()}\n{config!r}".encode()).hexdigest()[:20]
-    path = TRAINED / f"{name}-{key}.pt"
-    if path.is_file():
-        saved = torch.load(path, weights_only=True)
-        model = build(config)
-        model.load_state_dict(saved["state"])
-        return model.eval(), saved["losses"]
+    path = TRAINED / file_name(name, config)
+    for saved_at in (path, COMMITTED / path.name):
+        if saved_at.is_file():
+            saved = torch.load(saved_at, weights_only=True)
+            model = build(config)
+            model.load_state_dict(saved["state"])
+            return model.eval(), saved["losses"]
     model, losses = train(config)
     state = {"state": model.state_dict(), "losses": losses}
     atomic_write(path, lambda f: torch.save(state, f), mode="wb")
@@ -163,9 +174,31 @@ def explorer_data() -> dict:
     return {"fingerprint": fingerprint()[:20], "examples": examples, "masks": masks}
 
 
+def commit_trained() -> list[Path]:
+    """Copy this code's trained models (the default configurations) into COMMITTED, replacing
+    older ones of the same model."""
+    trained_induction()
+    trained_char_gpt()
+    COMMITTED.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, config in (("induction", InductionConfig()), ("char-gpt", CharGPTConfig())):
+        current = COMMITTED / file_name(name, config)
+        for old in COMMITTED.glob(f"{name}-*.pt"):
+            if old != current:
+                old.unlink()
+        if not current.is_file():
+            current.write_bytes((TRAINED / current.name).read_bytes())
+        written.append(current)
+    return written
+
+
 def main(argv: list[str]) -> None:
+    if argv == ["--commit-trained"]:
+        for path in commit_trained():
+            print(path.relative_to(ROOT))
+        return
     if len(argv) != 1:
-        raise SystemExit("usage: python -m lab.models OUT.json")
+        raise SystemExit("usage: python -m lab.models OUT.json | --commit-trained")
     data = json.dumps(explorer_data(), ensure_ascii=False, separators=(",", ":"))
     write_text(Path(argv[0]), data)
 
