@@ -109,7 +109,7 @@ def test_all_variants_agree_outputs_and_gradients():
     B, C, H, T = 2, 64, 4, 48
     # FlexAttention uncompiled: the same function, computed densely, no compile in the suite.
     # The compiled kernel is compared with SDPA by the benchmark's quick run
-    # (tests/lab/test_bench.py).
+    # (tests/lab/test_attention_cost.py).
     calls, (mha, csa, torch_mha) = make_variants(H, C, T, compile_flex=False)
     x, grad_out = randn(B, T, C), randn(B, T, C, seed=2)
     outputs, grads = {}, {}

@@ -1,10 +1,10 @@
-"""The committed trained models of lab/models.py: a fresh clone loads them rather than training,
-only when they were trained by this code."""
+"""The committed trained models of lab/model_cache.py: a fresh clone loads them rather than
+training, only when they were trained by this code."""
 
 import pytest
 import torch
 
-import lab.models as models
+import lab.model_cache as models
 from snippets.char_gpt import CharGPTConfig
 from snippets.induction import AttentionOnly, InductionConfig
 
@@ -51,5 +51,5 @@ def test_the_committed_models_are_this_codes():
         committed = sorted(p.name for p in models.COMMITTED.glob(f"{name}-*.pt"))
         assert committed == [models.file_name(name, config)], (
             f"data/trained/ holds {committed} for {name!r}, not this code's "
-            f"{models.file_name(name, config)}: run `python -m lab.models --commit-trained`"
+            f"{models.file_name(name, config)}: run `python -m lab.model_cache --commit-trained`"
         )
