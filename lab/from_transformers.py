@@ -84,10 +84,8 @@ def rope_spec(config, kind: str, head_size: int) -> RopeSpec:
         params = params[kind]
     scaling = params.get("rope_type", "default")
     if scaling not in SCALINGS:
-        raise ValueError(
-            f"rope_parameters['rope_type'] ({scaling!r}) is not one the guide's "
-            f"layer has: {list(SCALINGS)}"
-        )
+        _refuse(config, "rope_parameters['rope_type']", scaling,
+                f"not a scaling the guide's layer has: {list(SCALINGS)}")
     rotary = int(head_size * params.get("partial_rotary_factor", 1.0))
     original = params.get("original_max_position_embeddings")
     if scaling == "dynamic":
