@@ -18,9 +18,8 @@ pytest.importorskip("transformers")
 
 from lab.from_transformers import FAMILIES, load_attention, spec_from_config  # noqa: E402
 from lab.tiny_models import TINY, WINDOW, record_layers, tiny_config, tiny_model  # noqa: E402
+from lab.todays_models import T, compare  # noqa: E402
 
-T = 3 * WINDOW  # beyond every window and chunk
-PREFILL = 2 * WINDOW - 3  # then one token at a time: steps cross a window and a chunk
 RTOL = 1e-5
 
 
@@ -36,38 +35,17 @@ def recorded(family: str):
     return model, record_layers(model, tokens)
 
 
-@functools.cache
-def worst(family: str) -> dict:
-    """Per family: the worst relative differences, whole and cached, and more."""
-    model, seen = recorded(family)
-    result = {"whole": 0.0, "cached": 0.0, "layers": 0, "sharp": 1.0, "kinds": set()}
-    for i, rec in enumerate(seen):
-        if not rec:
-            continue  # Qwen3-Next's linear layers: not this issue's
-        layer = load_attention(model, i)
-        with torch.no_grad():
-            whole = layer(rec["x"])
-            cache = layer.new_cache()
-            steps = [layer(rec["x"][:, :PREFILL], cache=cache)]
-            for t in range(PREFILL, T):
-                steps.append(layer(rec["x"][:, t : t + 1], cache=cache))
-        result["whole"] = max(result["whole"], relative(whole, rec["y"]))
-        result["cached"] = max(result["cached"], relative(torch.cat(steps, 1), rec["y"]))
-        result["layers"] += 1
-        # Sharp: the mean of each row's largest weight (uniform over 24 keys: < 0.1).
-        result["sharp"] = min(result["sharp"], rec["weights"].max(-1).values.mean().item())
-        result["kinds"].add(getattr(layer.spec, "kind", "full"))
-        assert len(cache) <= (T if cache.kind == "full" else WINDOW)  # W at most
-    return result
-
-
 @pytest.mark.parametrize("family", list(FAMILIES))
 def test_every_layer_equals_transformers(family):
-    r = worst(family)
-    assert r["layers"] >= 1
-    assert r["sharp"] > 0.4, f"attention too flat to tell layers apart: {r['sharp']:.2f}"
+    r = compare(family)  # every layer, whole sequence and cached decode steps
+    assert r["layers"] == {"qwen3_next": 1, "gemma3_text": 6}.get(family, 4)
+    # Sharp: the mean of each row's largest weight (uniform over 24 keys: 0.04).
+    assert r["sharpness"] > 0.4, f"attention too flat to tell layers apart: {r['sharpness']:.2f}"
     assert r["whole"] < RTOL, f"{family}: whole sequence differs by {r['whole']:.2e}"
     assert r["cached"] < RTOL, f"{family}: cached decode differs by {r['cached']:.2e}"
+    # Window and chunk layers keep at most W positions; full layers all of them.
+    assert all(n <= WINDOW for kind, n in r["longest_cache"].items() if kind != "full")
+    assert r["longest_cache"].get("full", T) == T
 
 
 def test_the_schedules_are_the_published_ones():
