@@ -63,7 +63,7 @@ def compare(family: str, seed: int = 0) -> dict:
     return result
 
 
-def speed(repetitions: int, C=1024, H=16, G=4, D=64, B=4, T_len=512) -> dict:
+def speed(repetitions: int, C=512, H=8, G=2, D=64, B=2, T_len=512) -> dict:
     """Forward seconds of the guide's layer and of transformers' sdpa layer."""
     import transformers
 
