@@ -153,13 +153,14 @@ class ConfigurableAttention(nn.Module):
         Without a cap or sinks, the fused kernel; with them, written out.
         """
         s = self.spec
+        group = s.n_head // s.n_kv_head
+        # Copies of the key/value heads: on CPU the kernel's own enable_gqa is
+        # slower than this (transformers' sdpa path copies as well).
+        k, v = expand_kv(k, group), expand_kv(v, group)  # (B, H, Ta, D)
         if s.softcap is None and not s.sinks:
             return F.scaled_dot_product_attention(
-                q, k, v, attn_mask=mask, is_causal=mask is None,
-                scale=self.scale, enable_gqa=True,
+                q, k, v, attn_mask=mask, is_causal=mask is None, scale=self.scale
             )
-        group = s.n_head // s.n_kv_head
-        k, v = expand_kv(k, group), expand_kv(v, group)  # (B, H, Ta, D)
         scores = (q @ k.transpose(-2, -1)) * self.scale  # (B, H, Tn, Ta)
         if s.softcap is not None:
             scores = soft_cap(scores, s.softcap)  # before the mask, as Gemma 2
