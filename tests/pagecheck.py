@@ -33,7 +33,7 @@ from pathlib import Path
 
 import pytest
 
-from lab.common import LAST_RUN  # hooks/last_run.py reads the record from there too
+from lab.paths import LAST_RUN  # hooks/last_run.py reads the record from there too
 
 # The only two spellings that run. Others a reader would take for runnable code are refused
 # rather than passed over: ``pycon``/``console`` fences hold prompts (``>>> ``, ``$ ``) and

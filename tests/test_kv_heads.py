@@ -352,10 +352,9 @@ def test_bad_kv_settings_are_named(changes, message):
 
 
 def test_experiment_command_runs_quickly(tmp_path, capsys):
-    out = tmp_path / "kv-heads.json"
-    assert main(["--quick", "--out", str(out)]) == 0
-    data = json.loads(out.read_text())
-    assert data["command"] == f"python -m lab.kv_heads --quick --out {out}"
+    assert main(["--quick", "--out", str(tmp_path)]) == 0
+    data = json.loads((tmp_path / "kv-heads.json").read_text())
+    assert data["command"] == f"python -m lab.kv_heads --quick --out {tmp_path}"
     assert list(data["variants"]) == ["MHA", "GQA", "MQA", "MLA"]
     check_result(data)
     assert "MLA" in capsys.readouterr().out

@@ -39,3 +39,62 @@ def test_every_snippets_module_has_its_tests(path):
     if path.name == "__init__.py":
         return
     assert (ROOT / "tests" / f"test_{path.stem}.py").is_file()
+
+
+# --- lab/: imports point one way, files stay short ---------------------------------------------
+
+LAB = sorted((ROOT / "lab").glob("*.py"))
+LAB_MAX_LINES = 500
+
+
+def lab_imports(path) -> set[str]:
+    """The lab modules that a lab module imports, at its top or inside a function."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            if node.module == "lab":  # from lab import style
+                names |= {alias.name for alias in node.names}
+            elif node.module.startswith("lab."):
+                names.add(node.module.split(".")[1])
+        elif isinstance(node, ast.Import):
+            names |= {a.name.split(".")[1] for a in node.names if a.name.startswith("lab.")}
+    return names & {p.stem for p in LAB}
+
+
+def import_cycle(graph: dict[str, set[str]]) -> list[str]:
+    """A chain of modules that leads back to its first one, or [] if there is none."""
+    done, path = set(), []
+
+    def visit(name: str) -> list[str]:
+        if name in path:
+            return path[path.index(name) :] + [name]
+        if name in done:
+            return []
+        path.append(name)
+        for other in sorted(graph[name]):
+            if cycle := visit(other):
+                return cycle
+        path.pop()
+        done.add(name)
+        return []
+
+    for name in sorted(graph):
+        if cycle := visit(name):
+            return cycle
+    return []
+
+
+def test_lab_has_no_import_circle():
+    graph = {p.stem: lab_imports(p) - {p.stem} for p in LAB}
+    assert import_cycle(graph) == [], " -> ".join(import_cycle(graph))
+
+
+def test_import_cycle_finds_a_circle():
+    assert import_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert import_cycle({"a": {"b"}, "b": set(), "c": {"a", "b"}}) == []
+
+
+@pytest.mark.parametrize("path", LAB, ids=lambda p: p.name)
+def test_lab_modules_are_short(path):
+    lines = len(path.read_text(encoding="utf-8").splitlines())
+    assert lines <= LAB_MAX_LINES, f"{path.name}: {lines} lines; split it (runners, tables, CLI)"
