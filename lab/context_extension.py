@@ -17,16 +17,16 @@ short fine-tune at the new length recovers most of the loss (Chen et al. 2023:
 1000 steps for LLaMA; YaRN: fewer).
 """
 
-import argparse
 import dataclasses
 import sys
-from pathlib import Path
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from lab.common import RESULTS_DIR, command_line, progress, result_header, write_json
+from lab import experiment
+from lab.experiment import progress
+from lab.paths import RESULTS_DIR
 from snippets.configurable import AttentionSpec, ConfigurableAttention
 from snippets.induction import repeated_tokens
 from snippets.rope_scaling import RopeSpec
@@ -126,7 +126,7 @@ def evaluate(model, s: Setup, length: int) -> float:
     return round(loss_on(model, batch(s, length, s.eval_rows, generator), True).item(), 4)
 
 
-def run(s: Setup, command: str) -> dict:
+def run(s: Setup, header: dict) -> dict:
     torch.manual_seed(s.seed)
     model = RopeModel(s)
     progress(f"training at T={s.T} for {s.steps} steps")
@@ -143,17 +143,15 @@ def run(s: Setup, command: str) -> dict:
             rows.append({"rule": rule, "factor": factor, "scaled": scaled,
                          "finetuned": evaluate(model, s, factor * s.T)})
             model.set_rope(rope_for("unscaled", s, 1))
-    result = result_header(SCHEMA, command)
-    result.update(setup=dataclasses.asdict(s), rows=rows)
-    return result
+    return {**header, "setup": dataclasses.asdict(s), "rows": rows}
 
 
 def frequencies_figure(s: Setup = FULL, factor: int = 4):
     """theta_i of each rule against the pair index, at factor * T."""
-    from lab import plotting
+    from lab.style import pyplot
     from snippets.rope_scaling import frequencies
 
-    plt = plotting.pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 3.2))
     for rule, marker in zip(RULES, "os^vD"):
         theta, _ = frequencies(rope_for(rule, s, factor), s.head_size, factor * s.T)
@@ -178,17 +176,12 @@ def table(result: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m lab.context_extension", description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="tiny sizes: seconds")
-    parser.add_argument("--out", type=Path, default=RESULTS_DIR, help="folder for JSON and SVG")
-    args = parser.parse_args(argv)
-    torch.set_num_threads(1)
+    cmd = experiment.Command("lab.context_extension", __doc__)
+    args = cmd.parse(argv)
     setup = QUICK if args.quick else FULL
-    result = run(setup, command_line("lab.context_extension", argv))
-    write_json(args.out / RESULT_FILE.name, result)
-    from lab import plotting
-
-    plotting.save_svg(frequencies_figure(), args.out / FIGURE)
+    result = run(setup, cmd.header(SCHEMA))
+    cmd.write(RESULT_FILE.name, result)
+    cmd.write(FIGURE, frequencies_figure())
     print(table(result))
     return 0
 

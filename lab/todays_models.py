@@ -13,15 +13,15 @@ attn_implementation="sdpa" on the same config and weights, forward only, timed i
 turns (snippets.measure.time_interleaved); each side includes its RoPE tables.
 """
 
-import argparse
 import statistics
 import sys
-from pathlib import Path
 
 import torch
 
-from lab.common import RESULTS_DIR, command_line, note_load_after, progress, result_header
-from lab.common import write_json
+from lab import experiment
+from lab.common import note_load_after
+from lab.experiment import progress
+from lab.paths import RESULTS_DIR
 from lab.from_transformers import FAMILIES, load_attention
 from lab.tiny_models import WINDOW, record_layers, tiny_model
 from snippets.measure import time_interleaved
@@ -104,12 +104,9 @@ def speed(repetitions: int, C=512, H=8, G=2, D=64, B=2, T_len=512) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m lab.todays_models", description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="fewer timing rounds")
-    parser.add_argument("--out", type=Path, default=RESULTS_DIR, help="folder for the JSON")
-    args = parser.parse_args(argv)
-    torch.set_num_threads(1)
-    header = result_header(SCHEMA, command_line("lab.todays_models", argv))
+    cmd = experiment.Command("lab.todays_models", __doc__)
+    args = cmd.parse(argv)
+    header = cmd.header(SCHEMA)
     rows = []
     for family in FAMILIES:
         progress(f"comparing {family}")
@@ -117,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     progress("timing the guide's layer against transformers' (sdpa)")
     timing = speed(5 if args.quick else 30)
     result = {**note_load_after(header), "compared": rows, "speed": timing}
-    write_json(args.out / RESULT_FILE.name, result)
+    cmd.write(RESULT_FILE.name, result)
     for row in rows:
         print(f"{row['family']:12} layers {row['layers']}  whole {row['whole']:.1e}  "
               f"cached {row['cached']:.1e}")
