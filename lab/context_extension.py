@@ -56,8 +56,16 @@ class Setup:
 
 FULL = Setup()
 # The suite's check: half the length and width, 2x only; still learns induction.
-QUICK = Setup(T=16, vocab_size=32, n_embed=32, n_head=2, steps=300, finetune_steps=10,
-              eval_rows=64, factors=(2,))
+QUICK = Setup(
+    T=16,
+    vocab_size=32,
+    n_embed=32,
+    n_head=2,
+    steps=300,
+    finetune_steps=10,
+    eval_rows=64,
+    factors=(2,),
+)
 RULES = ("unscaled", "linear", "dynamic", "yarn", "llama3")
 
 
@@ -67,8 +75,7 @@ class RopeModel(nn.Module):
     def __init__(self, s: Setup):
         super().__init__()
         self.emb = nn.Embedding(s.vocab_size, s.n_embed)
-        spec = AttentionSpec(s.n_embed, s.n_head, s.n_head, s.head_size,
-                             rope=RopeSpec(base=s.base))
+        spec = AttentionSpec(s.n_embed, s.n_head, s.n_head, s.head_size, rope=RopeSpec(base=s.base))
         self.layers = nn.ModuleList(ConfigurableAttention(spec) for _ in range(2))
         self.norms = nn.ModuleList(nn.LayerNorm(s.n_embed) for _ in range(3))
         self.head = nn.Linear(s.n_embed, s.vocab_size, bias=False)
@@ -80,7 +87,7 @@ class RopeModel(nn.Module):
 
     def forward(self, idx):
         x = self.emb(idx)
-        for norm, layer in zip(self.norms, self.layers):
+        for norm, layer in zip(self.norms[:-1], self.layers, strict=True):
             x = x + layer(norm(x))
         return self.head(self.norms[-1](x))
 
@@ -140,8 +147,14 @@ def run(s: Setup, header: dict) -> dict:
             scaled = evaluate(model, s, factor * s.T)
             progress(f"{factor}x {rule}: fine-tuning {s.finetune_steps} steps")
             train(model, s, factor * s.T, s.finetune_steps, s.finetune_lr, s.seed + factor)
-            rows.append({"rule": rule, "factor": factor, "scaled": scaled,
-                         "finetuned": evaluate(model, s, factor * s.T)})
+            rows.append(
+                {
+                    "rule": rule,
+                    "factor": factor,
+                    "scaled": scaled,
+                    "finetuned": evaluate(model, s, factor * s.T),
+                }
+            )
             model.set_rope(rope_for("unscaled", s, 1))
     return {**header, "setup": dataclasses.asdict(s), "rows": rows}
 
@@ -153,7 +166,7 @@ def frequencies_figure(s: Setup = FULL, factor: int = 4):
 
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 3.2))
-    for rule, marker in zip(RULES, "os^vD"):
+    for rule, marker in zip(RULES, "os^vD", strict=True):
         theta, _ = frequencies(rope_for(rule, s, factor), s.head_size, factor * s.T)
         ax.plot(range(theta.numel()), theta.numpy(), marker=marker, label=rule)
     ax.set_yscale("log")

@@ -84,8 +84,12 @@ def rope_spec(config, kind: str, head_size: int) -> RopeSpec:
         params = params[kind]
     scaling = params.get("rope_type", "default")
     if scaling not in SCALINGS:
-        _refuse(config, "rope_parameters['rope_type']", scaling,
-                f"not a scaling the guide's layer has: {list(SCALINGS)}")
+        _refuse(
+            config,
+            "rope_parameters['rope_type']",
+            scaling,
+            f"not a scaling the guide's layer has: {list(SCALINGS)}",
+        )
     rotary = int(head_size * params.get("partial_rotary_factor", 1.0))
     original = params.get("original_max_position_embeddings")
     if scaling == "dynamic":
@@ -177,8 +181,12 @@ def _mla_spec(config) -> MLASpec:
         mscale = 0.1 * rope.mscale_all_dim * math.log(rope.factor) + 1  # DeepSeek
         scale = scale * mscale * mscale
     if config.num_key_value_heads != config.num_attention_heads:
-        _refuse(config, "num_key_value_heads", config.num_key_value_heads,
-                "MLA has one latent for all heads")
+        _refuse(
+            config,
+            "num_key_value_heads",
+            config.num_key_value_heads,
+            "MLA has one latent for all heads",
+        )
     return MLASpec(
         n_embed=config.hidden_size,
         n_head=config.num_attention_heads,

@@ -31,60 +31,115 @@ COMMON = {
 MOE = {"num_experts_per_tok": 1}
 # model_type -> (config class name, the family's own fields).
 TINY = {
-    "llama": ("LlamaConfig", {
-        "rope_parameters": {  # Llama 3.1's rule, lengths shrunk
-            "rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0,
-            "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-            "original_max_position_embeddings": 16,
-        },
-    }),
-    "mistral": ("MistralConfig", {"sliding_window": WINDOW}),
-    "qwen3": ("Qwen3Config", {}),
-    "gemma2": ("Gemma2Config", {
-        "sliding_window": WINDOW, "query_pre_attn_scalar": 16,
-        "attn_logit_softcapping": 50.0,
-    }),
-    "gemma3_text": ("Gemma3TextConfig", {
-        "sliding_window": WINDOW, "query_pre_attn_scalar": 16,
-        "num_hidden_layers": 6,  # the published 5 window layers to 1 full
-        "rope_parameters": {
-            "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
-            "full_attention": {
-                "rope_type": "linear", "rope_theta": 1000000.0, "factor": 8.0,
+    "llama": (
+        "LlamaConfig",
+        {
+            "rope_parameters": {  # Llama 3.1's rule, lengths shrunk
+                "rope_type": "llama3",
+                "rope_theta": 500000.0,
+                "factor": 8.0,
+                "low_freq_factor": 1.0,
+                "high_freq_factor": 4.0,
+                "original_max_position_embeddings": 16,
             },
         },
-    }),
-    "gpt_oss": ("GptOssConfig", {
-        "sliding_window": WINDOW, "num_local_experts": 2, **MOE,
-        "rope_parameters": {
-            "rope_type": "yarn", "rope_theta": 150000.0, "factor": 32.0,
-            "beta_fast": 32.0, "beta_slow": 1.0, "truncate": False,
-            "original_max_position_embeddings": 16,
+    ),
+    "mistral": ("MistralConfig", {"sliding_window": WINDOW}),
+    "qwen3": ("Qwen3Config", {}),
+    "gemma2": (
+        "Gemma2Config",
+        {
+            "sliding_window": WINDOW,
+            "query_pre_attn_scalar": 16,
+            "attn_logit_softcapping": 50.0,
         },
-    }),
-    "deepseek_v3": ("DeepseekV3Config", {
-        "q_lora_rank": 24, "kv_lora_rank": 16, "qk_nope_head_dim": 8,
-        "qk_rope_head_dim": 8, "v_head_dim": 12, "num_key_value_heads": 4,
-        "head_dim": 8,  # transformers' RoPE reads head_dim: the rope part's
-        "n_routed_experts": 2, "n_shared_experts": 1, "n_group": 1,
-        "topk_group": 1, "first_k_dense_replace": 1, "moe_intermediate_size": 16,
-        **MOE,
-        "rope_parameters": {
-            "rope_type": "yarn", "rope_theta": 10000.0, "factor": 40.0,
-            "mscale": 1.0, "mscale_all_dim": 1.0, "beta_fast": 32.0,
-            "beta_slow": 1.0, "original_max_position_embeddings": 16,
+    ),
+    "gemma3_text": (
+        "Gemma3TextConfig",
+        {
+            "sliding_window": WINDOW,
+            "query_pre_attn_scalar": 16,
+            "num_hidden_layers": 6,  # the published 5 window layers to 1 full
+            "rope_parameters": {
+                "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                "full_attention": {
+                    "rope_type": "linear",
+                    "rope_theta": 1000000.0,
+                    "factor": 8.0,
+                },
+            },
         },
-    }),
-    "llama4_text": ("Llama4TextConfig", {
-        "attention_chunk_size": WINDOW, "num_local_experts": 2,
-        "intermediate_size_mlp": 32, "floor_scale": 4, "attn_scale": 0.1, **MOE,
-    }),
-    "qwen3_next": ("Qwen3NextConfig", {
-        "num_experts": 2, "moe_intermediate_size": 16,
-        "shared_expert_intermediate_size": 16, "linear_num_value_heads": 2,
-        "linear_num_key_heads": 2, "linear_key_head_dim": 8,
-        "linear_value_head_dim": 8, **MOE,
-    }),
+    ),
+    "gpt_oss": (
+        "GptOssConfig",
+        {
+            "sliding_window": WINDOW,
+            "num_local_experts": 2,
+            **MOE,
+            "rope_parameters": {
+                "rope_type": "yarn",
+                "rope_theta": 150000.0,
+                "factor": 32.0,
+                "beta_fast": 32.0,
+                "beta_slow": 1.0,
+                "truncate": False,
+                "original_max_position_embeddings": 16,
+            },
+        },
+    ),
+    "deepseek_v3": (
+        "DeepseekV3Config",
+        {
+            "q_lora_rank": 24,
+            "kv_lora_rank": 16,
+            "qk_nope_head_dim": 8,
+            "qk_rope_head_dim": 8,
+            "v_head_dim": 12,
+            "num_key_value_heads": 4,
+            "head_dim": 8,  # transformers' RoPE reads head_dim: the rope part's
+            "n_routed_experts": 2,
+            "n_shared_experts": 1,
+            "n_group": 1,
+            "topk_group": 1,
+            "first_k_dense_replace": 1,
+            "moe_intermediate_size": 16,
+            **MOE,
+            "rope_parameters": {
+                "rope_type": "yarn",
+                "rope_theta": 10000.0,
+                "factor": 40.0,
+                "mscale": 1.0,
+                "mscale_all_dim": 1.0,
+                "beta_fast": 32.0,
+                "beta_slow": 1.0,
+                "original_max_position_embeddings": 16,
+            },
+        },
+    ),
+    "llama4_text": (
+        "Llama4TextConfig",
+        {
+            "attention_chunk_size": WINDOW,
+            "num_local_experts": 2,
+            "intermediate_size_mlp": 32,
+            "floor_scale": 4,
+            "attn_scale": 0.1,
+            **MOE,
+        },
+    ),
+    "qwen3_next": (
+        "Qwen3NextConfig",
+        {
+            "num_experts": 2,
+            "moe_intermediate_size": 16,
+            "shared_expert_intermediate_size": 16,
+            "linear_num_value_heads": 2,
+            "linear_num_key_heads": 2,
+            "linear_key_head_dim": 8,
+            "linear_value_head_dim": 8,
+            **MOE,
+        },
+    ),
 }
 
 

@@ -21,8 +21,8 @@ import torch
 from lab import experiment
 from lab.common import note_load_after
 from lab.experiment import progress
-from lab.paths import RESULTS_DIR
 from lab.from_transformers import FAMILIES, load_attention
+from lab.paths import RESULTS_DIR
 from lab.tiny_models import WINDOW, record_layers, tiny_model
 from snippets.measure import time_interleaved
 
@@ -41,8 +41,15 @@ def compare(family: str, seed: int = 0) -> dict:
     """Worst relative differences of a family's layers against transformers."""
     model = tiny_model(family, seed)
     tokens = torch.randint(0, 64, (2, T), generator=torch.Generator().manual_seed(seed + 1))
-    result = {"family": family, "layers": 0, "whole": 0.0, "cached": 0.0,
-              "sharpness": 1.0, "kinds": [], "longest_cache": {}}
+    result = {
+        "family": family,
+        "layers": 0,
+        "whole": 0.0,
+        "cached": 0.0,
+        "sharpness": 1.0,
+        "kinds": [],
+        "longest_cache": {},
+    }
     for i, seen in enumerate(record_layers(model, tokens)):
         if not seen:
             continue  # a layer without self_attn: Qwen3-Next's linear layers
@@ -69,9 +76,15 @@ def speed(repetitions: int, C=512, H=8, G=2, D=64, B=2, T_len=512) -> dict:
 
     torch.manual_seed(0)
     config = transformers.LlamaConfig(
-        hidden_size=C, num_attention_heads=H, num_key_value_heads=G, head_dim=D,
-        num_hidden_layers=1, intermediate_size=64, vocab_size=64,
-        max_position_embeddings=T_len, attn_implementation="sdpa",
+        hidden_size=C,
+        num_attention_heads=H,
+        num_key_value_heads=G,
+        head_dim=D,
+        num_hidden_layers=1,
+        intermediate_size=64,
+        vocab_size=64,
+        max_position_embeddings=T_len,
+        attn_implementation="sdpa",
     )
     model = transformers.LlamaForCausalLM(config).eval()
     theirs = model.model.layers[0].self_attn
@@ -92,7 +105,9 @@ def speed(repetitions: int, C=512, H=8, G=2, D=64, B=2, T_len=512) -> dict:
     assert relative(guide_layer(), transformers_layer()) < 1e-5
     times = time_interleaved(
         {"guide": guide_layer, "transformers": transformers_layer},
-        repetitions=repetitions, warmup=3, retries=2,
+        repetitions=repetitions,
+        warmup=3,
+        retries=2,
     )
     median = {name: statistics.median(t["seconds"]) for name, t in times.items()}
     return {
@@ -116,8 +131,10 @@ def main(argv: list[str] | None = None) -> int:
     result = {**note_load_after(header), "compared": rows, "speed": timing}
     cmd.write(RESULT_FILE.name, result)
     for row in rows:
-        print(f"{row['family']:12} layers {row['layers']}  whole {row['whole']:.1e}  "
-              f"cached {row['cached']:.1e}")
+        print(
+            f"{row['family']:12} layers {row['layers']}  whole {row['whole']:.1e}  "
+            f"cached {row['cached']:.1e}"
+        )
     print(f"speed: guide / transformers = {timing['ratio']}")
     return 0
 

@@ -21,8 +21,14 @@ import torch.nn.functional as F
 from snippets.kv_heads import expand_kv
 from snippets.layer_schedule import KINDS, LayerCache, nope_temperature, visible
 from snippets.rope_scaling import RopeSpec, rotate
-from snippets.taming import GATES, QK_NORMS, gate_output, qk_norm
-from snippets.taming import sink_softmax, soft_cap
+from snippets.taming import (
+    GATES,
+    QK_NORMS,
+    gate_output,
+    qk_norm,
+    sink_softmax,
+    soft_cap,
+)
 
 # --8<-- [end:imports]
 
@@ -84,7 +90,9 @@ class AttentionSpec:
                 f"and they need one (kind={self.kind!r})"
             )
         if self.qk_norm not in QK_NORMS:
-            raise ValueError(f"qk_norm ({self.qk_norm!r}) must be one of {QK_NORMS}")
+            raise ValueError(
+                f"qk_norm ({self.qk_norm!r}) must be one of {QK_NORMS}"
+            )
         if self.gate not in GATES:
             raise ValueError(f"gate ({self.gate!r}) must be one of {GATES}")
         if self.temperature is not None and self.rope is not None:
@@ -109,8 +117,12 @@ class ConfigurableAttention(nn.Module):
         self.v = nn.Linear(C, G * D, bias=s.bias)
         self.proj = nn.Linear(H * D, C, bias=s.out_bias)
         if s.qk_norm and s.qk_norm_weight:
-            self.q_norm = nn.Parameter(torch.ones(D if s.qk_norm == "head" else H * D))
-            self.k_norm = nn.Parameter(torch.ones(D if s.qk_norm == "head" else G * D))
+            self.q_norm = nn.Parameter(
+                torch.ones(D if s.qk_norm == "head" else H * D)
+            )
+            self.k_norm = nn.Parameter(
+                torch.ones(D if s.qk_norm == "head" else G * D)
+            )
         if s.sinks:
             self.sinks = nn.Parameter(torch.zeros(H))
         if s.gate:
@@ -126,7 +138,7 @@ class ConfigurableAttention(nn.Module):
         return q, qk_norm(k, weights[1], s.eps, across_heads=across)
 
     def project(self, x: torch.Tensor, offset: int = 0):
-        """x (B, T, C) at positions offset.. -> q (B, H, T, D), k, v (B, G, T, D)."""
+        """x (B, T, C) at positions offset.. -> q (B, H, T, D), k, v (B, G, T, D)"""
         s, (B, T, _) = self.spec, x.shape
         q = self.q(x).view(B, T, s.n_head, -1).transpose(1, 2)
         k = self.k(x).view(B, T, s.n_kv_head, -1).transpose(1, 2)
@@ -185,7 +197,9 @@ class ConfigurableAttention(nn.Module):
             (k, v), k_pos = cache.add(k, v)
             mask = visible(q_pos, k_pos, s.kind, s.size)
         else:  # the square: causal is the kernel's own flag
-            mask = None if s.kind == "full" else visible(q_pos, q_pos, s.kind, s.size)
+            mask = (
+                None if s.kind == "full" else visible(q_pos, q_pos, s.kind, s.size)
+            )
         y = self.attend(q, k, v, mask).transpose(1, 2).reshape(B, T, -1)
         if s.gate:
             y = gate_output(y, self.gate(x), s.n_head)  # (B, T, H * D)

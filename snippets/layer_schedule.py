@@ -123,7 +123,10 @@ class LayerCache:
         T_new = new[0].size(-2)
         fresh = torch.arange(self.seen, self.seen + T_new, device=new[0].device)
         if self.tensors:
-            new = tuple(torch.cat([a, b], dim=-2) for a, b in zip(self.tensors, new))
+            new = tuple(
+                torch.cat([a, b], dim=-2)
+                for a, b in zip(self.tensors, new, strict=True)
+            )
             fresh = torch.cat([self.positions.to(fresh.device), fresh])
         self.seen += T_new
         next_query = torch.tensor([self.seen], device=fresh.device)

@@ -58,7 +58,13 @@ class MLASpec:
     bias: bool = False
 
     def __post_init__(self):
-        for name in ("n_embed", "n_head", "kv_rank", "nope_head_size", "v_head_size"):
+        for name in (
+            "n_embed",
+            "n_head",
+            "kv_rank",
+            "nope_head_size",
+            "v_head_size",
+        ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} ({value!r}) must be an int >= 1")
@@ -90,7 +96,9 @@ class LatentAttention(nn.Module):
         self.kv_down = nn.Linear(C, s.kv_rank + s.rope_head_size, bias=s.bias)
         self.kv_norm = nn.RMSNorm(s.kv_rank, eps=s.eps)
         # latent -> per head [key without RoPE (Dn) | value (Dv)]
-        self.kv_up = nn.Linear(s.kv_rank, H * (s.nope_head_size + s.v_head_size), bias=False)
+        self.kv_up = nn.Linear(
+            s.kv_rank, H * (s.nope_head_size + s.v_head_size), bias=False
+        )
         self.proj = nn.Linear(H * s.v_head_size, C, bias=s.bias)
         self.scale = s.scale or 1 / math.sqrt(Dq)
 
@@ -107,7 +115,9 @@ class LatentAttention(nn.Module):
 
     def latents(self, x: torch.Tensor, offset: int = 0):
         """x (B, T, C) -> c (B, T, R) normed, k_rope (B, T, Dr) turned."""
-        c, k_rope = self.kv_down(x).split([self.spec.kv_rank, self.spec.rope_head_size], -1)
+        c, k_rope = self.kv_down(x).split(
+            [self.spec.kv_rank, self.spec.rope_head_size], -1
+        )
         return self.kv_norm(c), rotate(k_rope, self.spec.rope, offset)
 
     def _up(self):
@@ -153,7 +163,9 @@ class LatentAttention(nn.Module):
         scores = (q @ k.transpose(-2, -1)) * self.scale  # (B, H, Tn, Ta)
         if mask is None:
             Ta = c.size(1)
-            mask = torch.ones(Tn, Ta, dtype=torch.bool, device=c.device).tril(Ta - Tn)
+            mask = torch.ones(Tn, Ta, dtype=torch.bool, device=c.device).tril(
+                Ta - Tn
+            )
         weights = scores.masked_fill(~mask, float("-inf")).softmax(dim=-1)
         y_latent = weights @ c.unsqueeze(1)  # (B, H, Tn, R)
         y = y_latent @ w_v.transpose(1, 2)  # (B, H, Tn, R) x (H, R, Dv)

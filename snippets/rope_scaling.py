@@ -172,7 +172,9 @@ def llama3_frequencies(theta: torch.Tensor, spec: RopeSpec) -> torch.Tensor:
     by factor, and a smooth mix of the two between."""
     L = spec.original_length
     wavelength = 2 * math.pi / theta
-    slowed = torch.where(wavelength > L / spec.low_freq_factor, theta / spec.factor, theta)
+    slowed = torch.where(
+        wavelength > L / spec.low_freq_factor, theta / spec.factor, theta
+    )
     smooth = (L / wavelength - spec.low_freq_factor) / (
         spec.high_freq_factor - spec.low_freq_factor
     )
@@ -202,7 +204,9 @@ def frequencies(
         return linear_frequencies(theta, spec.factor), 1.0
     if spec.scaling == "dynamic":
         T = spec.original_length if T is None else T
-        return ntk_frequencies(D, spec.base, spec.factor, T, spec.original_length), 1.0
+        return ntk_frequencies(
+            D, spec.base, spec.factor, T, spec.original_length
+        ), 1.0
     if spec.scaling == "yarn":
         return yarn_frequencies(theta, spec, D), yarn_attention_factor(spec)
     if spec.scaling == "llama3":

@@ -51,8 +51,10 @@ def test_every_layer_equals_transformers(family):
 def test_the_schedules_are_the_published_ones():
     # Each family's layers are of the kinds its config says, in its order.
     kinds = {
-        family: [getattr(spec_from_config(tiny_config(family), i), "kind", "full")
-                 for i in range(tiny_config(family).num_hidden_layers)]
+        family: [
+            getattr(spec_from_config(tiny_config(family), i), "kind", "full")
+            for i in range(tiny_config(family).num_hidden_layers)
+        ]
         for family in ("gemma3_text", "gpt_oss", "llama4_text", "mistral")
     }
     assert kinds["gemma3_text"] == ["window"] * 5 + ["full"]
@@ -76,9 +78,19 @@ def test_a_wrong_layer_is_caught():
 @pytest.mark.parametrize(
     "family, change, field",
     [
-        ("llama", {"rope_parameters": {"rope_type": "longrope", "rope_theta": 1e4,
-                   "short_factor": [1.0] * 8, "long_factor": [2.0] * 8,
-                   "original_max_position_embeddings": 16}}, "rope_parameters['rope_type']"),
+        (
+            "llama",
+            {
+                "rope_parameters": {
+                    "rope_type": "longrope",
+                    "rope_theta": 1e4,
+                    "short_factor": [1.0] * 8,
+                    "long_factor": [2.0] * 8,
+                    "original_max_position_embeddings": 16,
+                }
+            },
+            "rope_parameters['rope_type']",
+        ),
         ("gemma3_text", {"use_bidirectional_attention": True}, "use_bidirectional_attention"),
         ("qwen3_next", {}, "layer_types"),
     ],

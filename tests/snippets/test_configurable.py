@@ -33,7 +33,12 @@ VARIANTS = {
     "chunk": {"kind": "chunk", "size": 8},
     "partial yarn": {"rope": RopeSpec(rotary_dim=4, scaling="yarn", factor=4.0, original_length=8)},
     "nope warm": {"rope": None, "temperature": (4, 0.1)},
-    "norm cap sinks gate": {"qk_norm": "head", "softcap": 5.0, "sinks": True, "gate": "elementwise"},
+    "norm cap sinks gate": {
+        "qk_norm": "head",
+        "softcap": 5.0,
+        "sinks": True,
+        "gate": "elementwise",
+    },
     "l2 after rope": {"qk_norm": "head", "qk_norm_weight": False, "qk_norm_after_rope": True},
 }
 
@@ -45,7 +50,9 @@ def test_cached_steps_are_recomputing(variant):
     whole = layer(x)
     assert whole.shape == x.shape
     cache = layer.new_cache()
-    steps = [layer(x[:, :9], cache=cache)] + [layer(x[:, t : t + 1], cache=cache) for t in range(9, T)]
+    steps = [layer(x[:, :9], cache=cache)] + [
+        layer(x[:, t : t + 1], cache=cache) for t in range(9, T)
+    ]
     assert_close(torch.cat(steps, 1), whole, rtol=1e-5, atol=1e-5)
     if layer.spec.kind != "full":
         assert len(cache) < layer.spec.size  # the window's W - 1, or the chunk's tail

@@ -44,8 +44,9 @@ def test_the_cache_keeps_what_the_next_query_can_see(kind, size, kept):
         assert torch.equal(keys.flatten().long(), positions)  # tensors and positions agree
     assert cache.seen == T and len(cache) == kept
     # Exactly the keys position T may see, its own key aside.
-    assert cache.positions.tolist() == [p for p in range(T) if visible(
-        torch.tensor([T]), torch.tensor([p]), kind, size).item()]
+    assert cache.positions.tolist() == [
+        p for p in range(T) if visible(torch.tensor([T]), torch.tensor([p]), kind, size).item()
+    ]
 
 
 def test_repeat_schedule_gives_the_published_patterns():

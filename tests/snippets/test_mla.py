@@ -13,8 +13,16 @@ from torch.testing import assert_close
 from snippets.mla import LatentAttention, MLASpec
 from snippets.rope_scaling import RopeSpec
 
-SPEC = MLASpec(n_embed=32, n_head=4, kv_rank=12, nope_head_size=8, rope_head_size=4,
-               v_head_size=6, q_rank=16, rope=RopeSpec(base=100.0))
+SPEC = MLASpec(
+    n_embed=32,
+    n_head=4,
+    kv_rank=12,
+    nope_head_size=8,
+    rope_head_size=4,
+    v_head_size=6,
+    q_rank=16,
+    rope=RopeSpec(base=100.0),
+)
 T = 12
 
 
@@ -41,7 +49,9 @@ def test_cached_decode_is_recomputing_and_keeps_latent_plus_rope_key(q_rank):
     layer, x = make(MLASpec(**{**SPEC.__dict__, "q_rank": q_rank}))
     whole = layer(x)
     cache = layer.new_cache()
-    steps = [layer(x[:, :5], cache=cache)] + [layer(x[:, t : t + 1], cache=cache) for t in range(5, T)]
+    steps = [layer(x[:, :5], cache=cache)] + [
+        layer(x[:, t : t + 1], cache=cache) for t in range(5, T)
+    ]
     assert_close(torch.cat(steps, 1), whole, rtol=1e-5, atol=1e-5)
     latent, rope_key = cache.tensors
     assert latent.shape == (2, T, SPEC.kv_rank) and rope_key.shape == (2, T, SPEC.rope_head_size)
@@ -55,8 +65,12 @@ def test_the_rope_key_is_shared_by_all_heads_and_carries_the_position():
     assert k_rope.shape == (2, T, SPEC.rope_head_size)  # no head dimension: one for all
     # Moving the whole sequence by 7 positions changes no score (RoPE: relative)...
     q7, k7 = layer.queries(x, 7)[1], layer.latents(x, 7)[1]
-    assert_close(q7 @ k7.unsqueeze(1).transpose(-2, -1), q_rope @ k_rope.unsqueeze(1).transpose(-2, -1),
-                 rtol=1e-4, atol=1e-4)
+    assert_close(
+        q7 @ k7.unsqueeze(1).transpose(-2, -1),
+        q_rope @ k_rope.unsqueeze(1).transpose(-2, -1),
+        rtol=1e-4,
+        atol=1e-4,
+    )
     # ... but the keys themselves turned: the position is in the rope key.
     assert (k7 - k_rope).abs().max() > 0.1
     # And without it the layer is position-blind: reversing the keys' order changes the output.

@@ -20,13 +20,16 @@ SPECS = {
         RopeSpec(base=BASE, scaling="dynamic", factor=2.0, original_length=L),
     ),
     "yarn": (
-        {"factor": 8.0, "original_max_position_embeddings": L, "beta_fast": 32.0,
-         "beta_slow": 1.0},
+        {"factor": 8.0, "original_max_position_embeddings": L, "beta_fast": 32.0, "beta_slow": 1.0},
         RopeSpec(base=BASE, scaling="yarn", factor=8.0, original_length=L),
     ),
     "llama3": (
-        {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-         "original_max_position_embeddings": L},
+        {
+            "factor": 8.0,
+            "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0,
+            "original_max_position_embeddings": L,
+        },
         RopeSpec(base=BASE, scaling="llama3", factor=8.0, original_length=L),
     ),
 }
@@ -45,7 +48,9 @@ def test_frequencies_equal_transformers_rope_init(scaling, T, partial):
         rope["partial_rotary_factor"] = partial
         spec = RopeSpec(**{**spec.__dict__, "rotary_dim": int(D * partial)})
     config = transformers.LlamaConfig(
-        hidden_size=2 * D, num_attention_heads=2, head_dim=D,
+        hidden_size=2 * D,
+        num_attention_heads=2,
+        head_dim=D,
         max_position_embeddings=L if scaling == "dynamic" else 8 * L,
         rope_parameters=rope,
     )
@@ -95,8 +100,9 @@ def test_fast_pairs_kept_slow_pairs_interpolated(scaling):
 def test_yarn_attention_factor_is_the_papers():
     spec = SPECS["yarn"][1]
     assert frequencies(spec, D)[1] == pytest.approx(0.1 * math.log(8.0) + 1)
-    deepseek = RopeSpec(scaling="yarn", factor=40.0, original_length=L, mscale=1.0,
-                        mscale_all_dim=1.0)
+    deepseek = RopeSpec(
+        scaling="yarn", factor=40.0, original_length=L, mscale=1.0, mscale_all_dim=1.0
+    )
     assert frequencies(deepseek, D)[1] == 1.0  # the ratio of two equal mscales
 
 
@@ -123,7 +129,10 @@ def test_rotate_multiplies_the_turned_channels_by_the_attention_factor():
         (lambda: RopeSpec(factor=0.5), "factor (0.5) must be >= 1"),
         (lambda: RopeSpec(scaling="yarn", factor=2.0), "scaling='yarn' needs original_length"),
         (lambda: RopeSpec(rotary_dim=5), "rotary_dim (5) must be a positive even int"),
-        (lambda: frequencies(RopeSpec(rotary_dim=96), D), "rotary_dim (96) must be <= head_size (64)"),
+        (
+            lambda: frequencies(RopeSpec(rotary_dim=96), D),
+            "rotary_dim (96) must be <= head_size (64)",
+        ),
         (lambda: apply_rope(torch.zeros(3, 8), theta=torch.ones(3)), "theta has shape (3,)"),
     ],
 )
