@@ -41,13 +41,20 @@ class AttentionSpec:
     """The choices of one layer.
 
     Args:
-        n_embed, n_head, n_kv_head, head_size: C, H, G, D.
-        kind, size: "full", or "window" / "chunk" of `size` positions.
+        n_embed: C, the width of the input and output.
+        n_head: H, query heads.
+        n_kv_head: G, key/value heads; divides H.
+        head_size: D, any size: H * D need not be C.
+        kind: "full", "window" or "chunk".
+        size: the window or chunk, in positions (None for "full").
         rope: how queries and keys turn; None: no positions (NoPE).
         scale: the scores' factor (None: 1 / sqrt(D); Gemma's 1 / sqrt(256)).
-        bias, out_bias: biases on the q/k/v and the output projections.
-        qk_norm: None, "head" or "all" (snippets.taming); qk_norm_weight
-            False: no learned scale; qk_norm_after_rope: Llama 4's order.
+        bias: biases on the q, k, v projections.
+        out_bias: a bias on the output projection.
+        qk_norm: None, "head" or "all" (snippets.taming).
+        qk_norm_weight: False for a norm without learned scales (Llama 4).
+        qk_norm_after_rope: normalise after RoPE (Llama 4), not before.
+        eps: the norms' epsilon.
         softcap: Gemma 2's cap on the scores, None: none.
         sinks: a learned sink logit per head (gpt-oss).
         gate: None, "elementwise" or "head": the output gate (Qwen3-Next).

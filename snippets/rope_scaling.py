@@ -52,12 +52,17 @@ class RopeSpec:
         factor: how many times longer the new context is.
         original_length: the training length L (YaRN, Llama 3; for dynamic
             NTK the length up to which nothing changes).
-        low_freq_factor, high_freq_factor: Llama 3's wavelength bounds,
-            L / low_freq_factor and L / high_freq_factor.
-        beta_fast, beta_slow, truncate: YaRN's ramp, in turns over L.
+        low_freq_factor: Llama 3: wavelengths above L / low_freq_factor are
+            divided by factor.
+        high_freq_factor: Llama 3: wavelengths below L / high_freq_factor are
+            kept.
+        beta_fast: YaRN: pairs turning more often over L are kept.
+        beta_slow: YaRN: pairs turning less often over L are interpolated.
+        truncate: YaRN: round the ramp's ends to whole pairs.
         attention_factor: YaRN's multiplier of the turned channels (None: the
             paper's 0.1 ln(factor) + 1, or DeepSeek's ratio of two mscales).
-        mscale, mscale_all_dim: DeepSeek's variant of that multiplier.
+        mscale: DeepSeek's numerator of that ratio.
+        mscale_all_dim: DeepSeek's denominator.
     """
 
     base: float = 10000.0
