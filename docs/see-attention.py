@@ -26,7 +26,7 @@
 #    with the causal mask visible as the empty upper triangle.
 #
 # The models live in `snippets/induction.py` and `snippets/char_gpt.py`, with their
-# tests in `tests/test_induction.py` and `tests/test_char_gpt.py`;
+# tests in `tests/snippets/test_induction.py` and `tests/snippets/test_char_gpt.py`;
 # `lab/model_cache.py` keeps them trained in a cache. The [attention
 # explorer](../attention/#see-the-heads-at-work) shows the same models' weights, one
 # query at a time. API reference: [snippets.induction](../reference/induction/),
@@ -235,9 +235,9 @@ show(
 # weight hugs the diagonal: those heads look at the token just before.
 #
 # Is it the causal mask that forces this solution? Without it, a model could read
-# the answer at $t + 1$ directly. `tests/test_induction.py` trains that non-causal
-# model, and one whose heads attend uniformly, and checks that neither forms an
-# induction head.
+# the answer at $t + 1$ directly. `tests/snippets/test_induction.py` trains that
+# non-causal model, and one whose heads attend uniformly, and checks that neither
+# forms an induction head.
 #
 # ## The guide's GPT on its own text
 #

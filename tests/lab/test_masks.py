@@ -1,5 +1,5 @@
 """Tests for lab/masks.py: `python -m lab.masks cost --quick` end to end and the committed result
-file (tests/test_lab_plotting.py redraws the mask figures). No timing is asserted: times depend
+file (tests/lab/test_figures.py redraws the mask figures). No timing is asserted: times depend
 on the machine."""
 
 import json
