@@ -173,8 +173,8 @@ class ConfigurableAttention(nn.Module):
         """
         s = self.spec
         group = s.n_head // s.n_kv_head
-        # Copies of the key/value heads: on CPU the kernel's own enable_gqa is
-        # slower than this (transformers' sdpa path copies as well).
+        # Copies of the key/value heads: measured once on this project's CPU
+        # machine, the fused kernel ran faster on them than with enable_gqa.
         k, v = expand_kv(k, group), expand_kv(v, group)  # (B, H, Ta, D)
         if s.softcap is None and not s.sinks:
             return F.scaled_dot_product_attention(
