@@ -145,9 +145,9 @@ def apply_rope(
     """Rotate each pair of channels (2i, 2i + 1) of x by (offset + t) * theta_i.
 
     The pairs are adjacent channels, as in the RoFormer paper's equations.
-    A query rotated to position m and a key rotated to position n score
-    q . k after both rotations = q^T R((n - m) theta) k: only the distance
-    n - m is left, whatever m and n are.
+    A query rotated to position t and a key rotated to position s score
+    q . k after both rotations = q^T R((s - t) theta) k: only the distance
+    s - t is left, whatever t and s are.
 
     Args:
         x: queries or keys (..., T, D), D even; row t sits at position
