@@ -83,7 +83,7 @@ class Setup:
 FULL = Setup()
 QUICK = Setup(
     vocab_size=12, n_triggers=2, context_length=16, n_layer=1, n_head=2, n_embed=16,
-    steps=40, batch_size=16, warmup_steps=5, eval_batch=16, streams=2, stream_factor=4,
+    steps=20, batch_size=8, warmup_steps=5, eval_batch=8, streams=2, stream_factor=3,
 )  # fmt: skip
 
 

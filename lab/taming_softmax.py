@@ -78,7 +78,7 @@ class Growth:
 FULL = Growth()
 QUICK = Growth(
     lrs=(3e-1,), context_length=16, n_layer=1, n_head=2, n_embed=16, steps=40,
-    batch_size=16, warmup_steps=4, max_period=6, eval_batch=16,
+    batch_size=8, warmup_steps=4, max_period=6, eval_batch=8,
 )  # fmt: skip
 
 
