@@ -15,25 +15,16 @@ rolling caches keeping the first 1, 2 or 4 tokens (StreamingLLM). Losses are
 excess nats over what the task's own rule scores.
 """
 
-import argparse
 import concurrent.futures
 import dataclasses
 import sys
 import time
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
-from lab.common import (
-    ARTIFACTS,
-    RESULTS_DIR,
-    command_line,
-    note_load_after,
-    progress,
-    result_header,
-    write_json,
-)
+from lab.common import RESULTS_DIR, note_load_after
+from lab.experiment import Command, progress
 from snippets.model import GPT, GPTConfig
 from snippets.streaming import stream_logits
 from snippets.tasks import backcopy_best_losses, backcopy_chain, bigram_backcopy
@@ -41,7 +32,6 @@ from snippets.train import lr_at, make_optimizer, train_step
 
 RESULT_FILE = RESULTS_DIR / "streaming.json"
 PLOT_FILE = RESULTS_DIR / "streaming-sinks.svg"
-QUICK_DIR = ARTIFACTS / "streaming-quick"
 SCHEMA = "attention-guide/streaming/2"
 MODELS = {  # name -> GPTConfig fields
     "plain": {},
@@ -190,9 +180,9 @@ def one_model(setup: Setup, name: str) -> dict:
     return row
 
 
-def run(setup: Setup, command: str, jobs: int = 1) -> dict:
-    """The three models, in `jobs` processes (the rows do not depend on how many)."""
-    header = result_header(SCHEMA, command)
+def run(setup: Setup, header: dict, jobs: int = 1) -> dict:
+    """The three models, in `jobs` processes (the rows do not depend on how many),
+    after the result's header (made before the run: the machine as it was)."""
     _, _, streams, best = held_out(setup)
     W, length = setup.context_length, streams.size(1) - 1
     models = []
@@ -257,7 +247,7 @@ def loss_table(data: dict, band_from: int = 1) -> str:
 
 def sink_plot(data: dict):
     """Left: weight on BOS per head, elsewhere vs at triggers. Right: loss per reader."""
-    from lab.plotting import pyplot
+    from lab.style import pyplot
 
     plt = pyplot()
     fig, (left, right) = plt.subplots(1, 2, figsize=(7.2, 3.0), layout="constrained")
@@ -286,23 +276,17 @@ def sink_plot(data: dict):
 
 def main(argv: list[str] | None = None) -> int:
     """Run the experiment, write the result file and figure, print both tables."""
-    parser = argparse.ArgumentParser(prog="python -m lab.streaming", description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="tiny sizes: a few seconds")
-    parser.add_argument("--out", type=Path, default=None, help="folder for the results")
-    parser.add_argument("--jobs", type=int, default=1, help="models trained at once")
-    args = parser.parse_args(argv)
-    torch.set_num_threads(1)  # the same sums in the same order on every machine
-    out = Path(args.out or (QUICK_DIR if args.quick else RESULTS_DIR))
-    data = run(QUICK if args.quick else FULL, command_line("lab.streaming", argv), args.jobs)
-    path = write_json(out / RESULT_FILE.name, data)
+    # One thread by default: the same sums in the same order on every machine.
+    cmd = Command("lab.streaming", __doc__, threads=1)
+    cmd.parser.add_argument("--jobs", type=int, default=1, help="models trained at once")
+    args = cmd.parse(argv)
+    data = run(QUICK if args.quick else FULL, cmd.header(SCHEMA), args.jobs)
+    cmd.write(RESULT_FILE.name, data)
     if not args.quick:
-        from lab.plotting import save_svg
-
-        save_svg(sink_plot(data), out / PLOT_FILE.name)
+        cmd.write(PLOT_FILE.name, sink_plot(data))
     print(bos_table(data))
     print()
     print(loss_table(data))
-    progress(f"wrote {path}")
     return 0
 
 

@@ -15,26 +15,17 @@ timing: each piece in TamedAttention against the plain fused layer, forward and
 forward+backward, in turns (snippets.measure.time_interleaved), one thread.
 """
 
-import argparse
 import concurrent.futures
 import dataclasses
 import math
 import statistics
 import sys
 import time
-from pathlib import Path
 
 import torch
 
-from lab.common import (
-    ARTIFACTS,
-    RESULTS_DIR,
-    command_line,
-    note_load_after,
-    progress,
-    result_header,
-    write_json,
-)
+from lab.common import RESULTS_DIR, note_load_after
+from lab.experiment import Command, progress
 from snippets.attention import CausalSelfAttention, apply_position, causal_mask
 from snippets.induction import repeated_tokens
 from snippets.measure import time_interleaved
@@ -45,7 +36,6 @@ from snippets.train import lr_at, train_step
 GROWTH_FILE = RESULTS_DIR / "taming-growth.json"
 GROWTH_PLOT = RESULTS_DIR / "taming-growth.svg"
 TIMING_FILE = RESULTS_DIR / "taming-timing.json"
-QUICK_DIR = ARTIFACTS / "taming-quick"
 GROWTH_SCHEMA = "attention-guide/taming-growth/1"
 TIMING_SCHEMA = "attention-guide/taming-timing/1"
 CAP = 30.0  # the soft cap of the sweep: well above what a learning model needs (~10)
@@ -145,10 +135,9 @@ def _train_one_thread(setup: Growth, variant: str, lr: float) -> dict:
     return train_one(setup, variant, lr)
 
 
-def run_growth(setup: Growth, command: str, jobs: int = 1) -> dict:
+def run_growth(setup: Growth, header: dict, jobs: int = 1) -> dict:
     """Every (learning rate, variant) model, in `jobs` processes (each its own seed
     and batches, so the rows do not depend on how many run at once)."""
-    header = result_header(GROWTH_SCHEMA, command)
     runs = [(lr, variant) for lr in setup.lrs for variant in VARIANTS]
     if jobs == 1:  # in this process: what the suite's quick run does
         rows = [train_one(setup, v, lr) for lr, v in runs]
@@ -188,7 +177,7 @@ def growth_table(data: dict) -> str:
 
 def growth_plot(data: dict):
     """Two panels against the learning rate: the largest logit, the held-out loss."""
-    from lab.plotting import pyplot
+    from lab.style import pyplot
 
     plt = pyplot()
     fig, (left, right) = plt.subplots(1, 2, figsize=(7.2, 3.0), layout="constrained")
@@ -271,9 +260,8 @@ def _time_size(B: int, T: int, n_head: int, n_embed: int, repetitions: int) -> l
     return rows
 
 
-def run_timing(sizes: list[tuple[int, int]], n_head, n_embed, repetitions, command) -> dict:
+def run_timing(sizes: list[tuple[int, int]], n_head, n_embed, repetitions, header) -> dict:
     """Each piece's layer against the plain one at each (B, T): median CPU ms."""
-    header = result_header(TIMING_SCHEMA, command)
     rows = []
     for B, T in sizes:
         rows += _time_size(B, T, n_head, n_embed, repetitions)
@@ -304,28 +292,28 @@ def timing_table(data: dict) -> str:
     return "\n".join(lines).rstrip()
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m lab.taming_softmax", description=__doc__)
-    parser.add_argument("what", choices=["growth", "timing"])
-    parser.add_argument("--quick", action="store_true", help="tiny sizes: seconds")
-    parser.add_argument("--out", type=Path, default=None, help="folder for the results")
-    parser.add_argument("--jobs", type=int, default=1, help="growth: models trained at once")
-    args = parser.parse_args(argv)
-    torch.set_num_threads(1)  # the same sums in the same order on every machine
-    out = args.out or (QUICK_DIR if args.quick else RESULTS_DIR)
-    command = command_line("lab.taming_softmax", argv)
-    if args.what == "growth":
-        data = run_growth(QUICK if args.quick else FULL, command, args.jobs)
-        write_json(Path(out) / GROWTH_FILE.name, data)
-        if not args.quick:
-            from lab.plotting import save_svg
+def command() -> Command:
+    cmd = Command("lab.taming_softmax", __doc__, threads=1, subcommands=True)
+    growth = cmd.subcommand("growth", help="the learning-rate sweep", quick=True)
+    growth.add_argument("--jobs", type=int, default=1, help="models trained at once")
+    cmd.subcommand("timing", help="each piece against the plain layer", quick=True)
+    return cmd
 
-            save_svg(growth_plot(data), Path(out) / GROWTH_PLOT.name)
+
+def main(argv: list[str] | None = None) -> int:
+    cmd = command()
+    args = cmd.parse(argv)
+    if args.command == "growth":
+        data = run_growth(QUICK if args.quick else FULL, cmd.header(GROWTH_SCHEMA), args.jobs)
+        cmd.write(GROWTH_FILE.name, data)
+        if not args.quick:
+            cmd.write(GROWTH_PLOT.name, growth_plot(data))
         print(growth_table(data))
     else:
         sizes = [(2, 32)] if args.quick else [(32, 64), (4, 512)]
-        data = run_timing(sizes, 4, 64, 3 if args.quick else 30, command)
-        write_json(Path(out) / TIMING_FILE.name, data)
+        header = cmd.header(TIMING_SCHEMA)
+        data = run_timing(sizes, 4, 64, 3 if args.quick else 30, header)
+        cmd.write(TIMING_FILE.name, data)
         print(timing_table(data))
     return 0
 
