@@ -99,12 +99,20 @@ class QKNorm(nn.Module):
     """Learned RMSNorm scales for queries and keys, applied together.
 
     Args:
-        n_head: H. head_size: D.
+        n_head: H.
+        head_size: D.
         across_heads: False, per head (scales (D,)); True, OLMo 2's (H * D,).
         eps: added to the mean square, as transformers' rms_norm_eps.
     """
 
-    def __init__(self, n_head, head_size, *, across_heads=False, eps=1e-6):
+    def __init__(
+        self,
+        n_head: int,
+        head_size: int,
+        *,
+        across_heads: bool = False,
+        eps: float = 1e-6,
+    ):
         super().__init__()
         width = n_head * head_size if across_heads else head_size
         self.across_heads, self.eps = across_heads, eps
@@ -236,7 +244,9 @@ class OutputGate(nn.Module):
     """The gate's logits computed from the layer's input x, as Qiu et al. 2025.
 
     Args:
-        n_embed: C. n_head: H. per_head: a gate per head instead of per channel.
+        n_embed: C.
+        n_head: H.
+        per_head: a gate per head instead of per channel.
     """
 
     def __init__(self, n_embed: int, n_head: int, *, per_head: bool = False):
@@ -279,8 +289,12 @@ class TamedAttention(nn.Module):
     """CausalSelfAttention with any of the pieces; with none, exactly that layer.
 
     Args:
-        n_head, n_embed, context_length, position, max_length: as
-            CausalSelfAttention (its parameters qkv and proj have the same names).
+        n_head: H, as CausalSelfAttention (whose parameters qkv and proj have
+            the same names here).
+        n_embed: C.
+        context_length: the training length.
+        position: a name in POSITIONS; "rope" and "alibi" act here.
+        max_length: the longest sequence accepted (None: context_length).
         qk_norm: None, "head" or "all" (see QK_NORMS).
         soft_cap: None, or c > 0: scores become c * tanh(s / c).
         sinks: a learned sink logit per head, starting at 0.
