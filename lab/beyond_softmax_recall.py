@@ -25,6 +25,7 @@ import time
 import torch
 
 from lab.common import RESULTS_DIR, note_load_after, progress, result_header
+from snippets.linear_attention import gated_delta_recurrent
 from snippets.model import GPT, GPTConfig
 
 RECALL_FILE = RESULTS_DIR / "beyond-softmax-recall.json"
@@ -40,8 +41,8 @@ LABELS = {"softmax": "softmax only", "linear": "Gated DeltaNet only", "hybrid": 
 FULL = {"steps": 1200, "seeds": 3, "batch": 12, "length": 64, "max_pairs": 16,
         "eval_pairs": [4, 8, 12, 16], "eval_rows": 256, "lr": 1e-2, "n_embed": 32,
         "workers": 2}  # fmt: skip
-QUICK = {"steps": 40, "seeds": 1, "batch": 8, "length": 32, "max_pairs": 8,
-         "eval_pairs": [4, 8], "eval_rows": 32, "lr": 1e-2, "n_embed": 32,
+QUICK = {"steps": 3, "seeds": 1, "batch": 4, "length": 16, "max_pairs": 6,
+         "eval_pairs": [4, 6], "eval_rows": 8, "lr": 1e-2, "n_embed": 16,
          "workers": 1}  # fmt: skip
 N_KEYS = N_VALUES = 32
 
@@ -99,6 +100,25 @@ def recall_at(model: GPT, settings: dict, pairs: int) -> float:
     logits, _ = model(tokens)
     right = logits.argmax(-1) == targets
     return right[recall].float().mean().item()
+
+
+def capacity(pairs: int, K: int = 8, n_values: int = N_VALUES, rows: int = 64, seed: int = 0):
+    """The mechanism without training: write `pairs` random unit keys, each with a
+    one-hot value, into one K x V delta-rule state (beta = 1, no decay), then read
+    every key back; and the same pairs looked up by softmax attention (scores x 20).
+
+    Returns (share recalled by the state, share recalled by softmax attention).
+    """
+    gen = torch.Generator().manual_seed(seed)
+    keys = torch.nn.functional.normalize(torch.randn(rows, 1, pairs, K, generator=gen), dim=-1)
+    ids = torch.randint(0, n_values, (rows, 1, pairs), generator=gen)
+    values = torch.nn.functional.one_hot(ids, n_values).float()
+    ones, zeros = torch.ones(rows, 1, pairs), torch.zeros(rows, 1, pairs)
+    _, S = gated_delta_recurrent(keys, keys, values, zeros, ones)  # g = 0, beta = 1
+    state = (keys @ S).argmax(-1) == ids  # read each key from the final state
+    weights = (keys @ keys.transpose(-1, -2) * 20).softmax(-1)
+    softmax = (weights @ values).argmax(-1) == ids
+    return state.float().mean().item(), softmax.float().mean().item()
 
 
 def one_run(job: tuple) -> dict:

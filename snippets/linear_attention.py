@@ -29,6 +29,7 @@ __all__ = [
 ]
 
 
+# --8<-- [start:checks]
 def _check_inputs(q, k, v, g, beta, state) -> None:
     """q, k (B, H, T, K); v (B, H, T, V); g, beta (B, H, T); state (B, H, K, V)."""
     if q.dim() != 4 or q.shape != k.shape:
@@ -47,6 +48,9 @@ def _check_inputs(q, k, v, g, beta, state) -> None:
             f"state must be (B, H, K, V) = {(B, H, K, v.size(-1))}, got "
             f"{tuple(state.shape)}"
         )
+
+
+# --8<-- [end:checks]
 
 
 # --8<-- [start:recurrent]

@@ -31,9 +31,14 @@ __all__ = [
 ]
 
 
+# --8<-- [start:checks]
 def _check_k(name: str, value) -> None:
+    """A count (top_k, block_size, a size) must be a positive int; else name it."""
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise ValueError(f"{name} ({value!r}) must be a positive int")
+
+
+# --8<-- [end:checks]
 
 
 # --8<-- [start:indexer]

@@ -128,3 +128,21 @@ def test_bad_input_names_the_value():
         GatedDeltaNet(24, 4, 8, 8, chunk_size=-1)
     with pytest.raises(ValueError, match=r"x must be \(B, T, 24\)"):
         layer()(torch.randn(2, 5, 12, dtype=torch.float64))
+
+
+def test_gpt_layer_types_place_gated_deltanet_blocks():
+    from snippets.model import GPT, GPTConfig, parameter_count
+
+    config = GPTConfig(n_layer=4, layer_types=("linear", "softmax", "linear", "linear"))
+    model = GPT(config)
+    kinds = [isinstance(b.attn, GatedDeltaNet) for b in model.blocks]
+    assert kinds == [True, False, True, True]
+    assert parameter_count(config) == sum(p.numel() for p in model.parameters())
+    x = torch.randint(0, config.vocab_size, (2, config.context_length))
+    _, loss = model(x, x)
+    loss.backward()
+    assert all(p.grad is not None for p in model.blocks[0].attn.parameters())
+    with pytest.raises(ValueError, match=r"layer_types \(\('linear',\)\) must hold n_layer \(4\)"):
+        GPTConfig(n_layer=4, layer_types=("linear",))
+    with pytest.raises(ValueError, match=r"each 'softmax' or 'linear'"):
+        GPTConfig(n_layer=1, layer_types=("mamba",))
