@@ -26,10 +26,10 @@ from lab.common import (
     RESULTS_DIR,
     command_line,
     note_load_after,
-    progress,
     result_header,
     write_json,
 )
+from lab.experiment import progress
 from snippets.kv_heads import kv_cache_bytes
 from snippets.linear_attention import gated_delta_chunked, state_bytes
 from snippets.measure import peak_memory, time_interleaved
@@ -52,7 +52,12 @@ LABELS = {
 # Qwen3-Next-80B-A3B (transformers' Qwen3NextConfig defaults): 48 layers, 36 Gated
 # DeltaNet and 12 softmax; bf16 (2 bytes a number).
 QWEN3_NEXT = {
-    "linear": {"n_head": 32, "head_k": 128, "head_v": 128, "conv_channels": 2 * 16 * 128 + 32 * 128},
+    "linear": {
+        "n_head": 32,
+        "head_k": 128,
+        "head_v": 128,
+        "conv_channels": 2 * 16 * 128 + 32 * 128,
+    },
     "softmax": {"n_kv_head": 2, "head_size": 256},
 }
 
@@ -70,8 +75,17 @@ def inputs(T: int, seed: int = 0) -> dict:
     unit_k = F.normalize(k, dim=-1)
     g = -torch.rand(1, H, T, generator=gen) * 0.1
     beta = torch.rand(1, H, T, generator=gen)
-    return {"q": q, "k": k, "v": v, "unit_k": unit_k, "g": g, "beta": beta,
-            "indexer": indexer, "x": x, "indices": indices}  # fmt: skip
+    return {
+        "q": q,
+        "k": k,
+        "v": v,
+        "unit_k": unit_k,
+        "g": g,
+        "beta": beta,
+        "indexer": indexer,
+        "x": x,
+        "indices": indices,
+    }
 
 
 def jobs(data: dict) -> dict:
@@ -83,8 +97,9 @@ def jobs(data: dict) -> dict:
         F.scaled_dot_product_attention(q, k, v, is_causal=True)
 
     def gated_delta():
-        gated_delta_chunked(q * SIZES["D"] ** -0.5, data["unit_k"], v, data["g"],
-                            data["beta"], chunk_size=chunk)  # fmt: skip
+        gated_delta_chunked(
+            q * SIZES["D"] ** -0.5, data["unit_k"], v, data["g"], data["beta"], chunk_size=chunk
+        )
 
     def topk():
         gather_attention(q, k, v, data["indices"])
@@ -112,15 +127,17 @@ def run_cost(settings: dict, command: str) -> dict:
                     "peak_bytes": memory["peak_bytes"],
                 }
                 results[name].append(cell)
-                progress(f"T={T} {name}: {cell['cpu_ms']:.1f} CPU ms, "
-                         f"{cell['peak_bytes'] / 2**20:.1f} MiB")  # fmt: skip
+                progress(
+                    f"T={T} {name}: {cell['cpu_ms']:.1f} CPU ms, "
+                    f"{cell['peak_bytes'] / 2**20:.1f} MiB"
+                )
     note_load_after(header)
     return {**header, "settings": {**settings, **SIZES}, "results": results}
 
 
 def per_doubling(cells: list[dict], key: str = "cpu_ms") -> list[float]:
     """The factor from each T to the next (2T)."""
-    return [round(b[key] / a[key], 2) for a, b in zip(cells, cells[1:])]
+    return [round(b[key] / a[key], 2) for a, b in zip(cells, cells[1:], strict=False)]
 
 
 def cost_table(data: dict) -> str:
@@ -153,8 +170,10 @@ def state_table(token_counts=(1024, 8192, 65536, 262144)) -> str:
     for tokens in token_counts:
         b = carried_bytes(tokens)
         model = 36 * b["linear"] + 12 * b["softmax"]
-        lines.append(f"{tokens:>8,}  {b['linear'] / 2**20:>12.2f}  "
-                     f"{b['softmax'] / 2**20:>13.2f}  {model / 2**20:>13.1f}")  # fmt: skip
+        lines.append(
+            f"{tokens:>8,}  {b['linear'] / 2**20:>12.2f}  "
+            f"{b['softmax'] / 2**20:>13.2f}  {model / 2**20:>13.1f}"
+        )
     return "\n".join(lines)
 
 
@@ -163,21 +182,34 @@ def state_table(token_counts=(1024, 8192, 65536, 262144)) -> str:
 
 def cost_figure(data: dict):
     """CPU ms (left) and peak MiB (right) against T, log-log, with T and T^2 guides."""
-    from lab.plotting import COLORS, growth_axes, pyplot
+    from lab.style import COLORS, growth_axes, pyplot
 
     plt = pyplot()
     seq_lens = data["settings"]["seq_lens"]
     fig, axes = plt.subplots(1, 2, figsize=(8.4, 3.8))
     for ax, (key, scale, ylabel) in zip(
-        axes, (("cpu_ms", 1.0, "CPU ms per forward pass"),
-               ("peak_bytes", 2.0**-20, "peak MiB of tensors")), strict=True,
-    ):  # fmt: skip
+        axes,
+        (
+            ("cpu_ms", 1.0, "CPU ms per forward pass"),
+            ("peak_bytes", 2.0**-20, "peak MiB of tensors"),
+        ),
+        strict=True,
+    ):
         series = {}
-        for (name, cells), color, marker in zip(data["results"].items(), COLORS, "o^sD"):
+        for (name, cells), color, marker in zip(
+            data["results"].items(), COLORS, "o^sD", strict=False
+        ):
             ys = [c[key] * scale for c in cells]
             series[name] = ys
-            ax.plot(seq_lens, ys, color=color, marker=marker, markersize=5,
-                    linewidth=1.8, label=LABELS[name])  # fmt: skip
+            ax.plot(
+                seq_lens,
+                ys,
+                color=color,
+                marker=marker,
+                markersize=5,
+                linewidth=1.8,
+                label=LABELS[name],
+            )
         growth_axes(ax, seq_lens, series["dense"][-1] * 1.5, series["gated_delta"][-1] / 1.5)
         ax.set_ylabel(f"{ylabel} (log scale)")
         ax.grid(True, which="major")
@@ -189,7 +221,7 @@ def cost_figure(data: dict):
 
 def state_figure():
     """MiB one layer carries against T: the fixed linear state, the growing KV cache."""
-    from lab.plotting import COLORS, INK, pyplot
+    from lab.style import COLORS, INK, pyplot
 
     plt = pyplot()
     tokens = [2**i for i in range(8, 19)]
@@ -198,8 +230,13 @@ def state_figure():
         ("softmax", COLORS[1], "softmax layer: KV cache (2 KV heads of 256)"),
         ("linear", COLORS[0], "Gated DeltaNet layer: state (32 heads of 128 x 128)"),
     ):
-        ax.plot(tokens, [carried_bytes(t)[name] / 2**20 for t in tokens],
-                color=color, linewidth=1.8, label=label)  # fmt: skip
+        ax.plot(
+            tokens,
+            [carried_bytes(t)[name] / 2**20 for t in tokens],
+            color=color,
+            linewidth=1.8,
+            label=label,
+        )
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("tokens in the context (log scale)")
@@ -229,9 +266,11 @@ def figures() -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     from lab import beyond_softmax_recall as recall
-    from lab.plotting import save_svg
+    from lab.style import save_svg
 
-    p = argparse.ArgumentParser(prog="python -m lab.beyond_softmax", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(
+        prog="python -m lab.beyond_softmax", description=__doc__.split("\n\n")[0]
+    )
     sub = p.add_subparsers(dest="command", required=True)
     cost = sub.add_parser("cost", help="forward time and memory per doubling of T")
     rec = sub.add_parser("recall", help="MQAR recall: softmax, linear, hybrid")

@@ -24,7 +24,8 @@ import time
 
 import torch
 
-from lab.common import RESULTS_DIR, note_load_after, progress, result_header
+from lab.common import RESULTS_DIR, note_load_after, result_header
+from lab.experiment import progress
 from snippets.linear_attention import gated_delta_recurrent
 from snippets.model import GPT, GPTConfig
 
@@ -38,12 +39,30 @@ VARIANTS = {
     "hybrid": ("linear", "linear", "linear", "softmax"),
 }
 LABELS = {"softmax": "softmax only", "linear": "Gated DeltaNet only", "hybrid": "hybrid 3:1"}
-FULL = {"steps": 1200, "seeds": 3, "batch": 12, "length": 64, "max_pairs": 16,
-        "eval_pairs": [4, 8, 12, 16], "eval_rows": 256, "lr": 1e-2, "n_embed": 32,
-        "workers": 2}  # fmt: skip
-QUICK = {"steps": 3, "seeds": 1, "batch": 4, "length": 16, "max_pairs": 6,
-         "eval_pairs": [4, 6], "eval_rows": 8, "lr": 1e-2, "n_embed": 16,
-         "workers": 1}  # fmt: skip
+FULL = {
+    "steps": 1200,
+    "seeds": 3,
+    "batch": 12,
+    "length": 64,
+    "max_pairs": 16,
+    "eval_pairs": [4, 8, 12, 16],
+    "eval_rows": 256,
+    "lr": 1e-2,
+    "n_embed": 32,
+    "workers": 2,
+}
+QUICK = {
+    "steps": 3,
+    "seeds": 1,
+    "batch": 4,
+    "length": 16,
+    "max_pairs": 6,
+    "eval_pairs": [4, 6],
+    "eval_rows": 8,
+    "lr": 1e-2,
+    "n_embed": 16,
+    "workers": 1,
+}
 N_KEYS = N_VALUES = 32
 
 
@@ -71,10 +90,14 @@ def mqar(batch: int, length: int, min_pairs: int, max_pairs: int, generator):
 
 def model_config(settings: dict, variant: str) -> GPTConfig:
     return GPTConfig(
-        vocab_size=N_KEYS + N_VALUES, context_length=settings["length"],
-        n_embed=settings["n_embed"], n_head=4, n_layer=4, position="rope",
+        vocab_size=N_KEYS + N_VALUES,
+        context_length=settings["length"],
+        n_embed=settings["n_embed"],
+        n_head=4,
+        n_layer=4,
+        position="rope",
         layer_types=VARIANTS[variant],
-    )  # fmt: skip
+    )
 
 
 def train(settings: dict, variant: str, seed: int) -> GPT:
@@ -83,8 +106,9 @@ def train(settings: dict, variant: str, seed: int) -> GPT:
     optimizer = torch.optim.AdamW(model.parameters(), lr=settings["lr"], weight_decay=0.0)
     data = torch.Generator().manual_seed(seed)  # the same rows for every variant
     for _ in range(settings["steps"]):
-        tokens, targets, _ = mqar(settings["batch"], settings["length"], 4,
-                                  settings["max_pairs"], data)  # fmt: skip
+        tokens, targets, _ = mqar(
+            settings["batch"], settings["length"], 4, settings["max_pairs"], data
+        )
         _, loss = model(tokens, targets)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -148,8 +172,12 @@ def run(settings: dict, command: str) -> dict:
             "recall": {str(p): [r[p] for r in runs] for p in settings["eval_pairs"]},
         }
     note_load_after(header)
-    return {**header, "settings": settings, "model": dataclasses.asdict(
-        model_config(settings, "hybrid")), "variants": results}  # fmt: skip
+    return {
+        **header,
+        "settings": settings,
+        "model": dataclasses.asdict(model_config(settings, "hybrid")),
+        "variants": results,
+    }
 
 
 def mean_recall(data: dict, variant: str, pairs: int) -> float:
@@ -171,14 +199,20 @@ def table(data: dict) -> str:
 
 def recall_figure(data: dict):
     """Recall against the number of pairs, one line per variant, every seed a dot."""
-    from lab.plotting import COLORS, pyplot
+    from lab.style import COLORS, pyplot
 
     plt = pyplot()
     pairs = data["settings"]["eval_pairs"]
     fig, ax = plt.subplots(figsize=(6.4, 3.4))
     for (variant, r), color, marker in zip(data["variants"].items(), COLORS, "o^s", strict=False):
-        ax.plot(pairs, [mean_recall(data, variant, p) for p in pairs], color=color,
-                marker=marker, linewidth=1.8, label=LABELS[variant])  # fmt: skip
+        ax.plot(
+            pairs,
+            [mean_recall(data, variant, p) for p in pairs],
+            color=color,
+            marker=marker,
+            linewidth=1.8,
+            label=LABELS[variant],
+        )
         for p in pairs:
             runs = r["recall"][str(p)]
             ax.scatter([p] * len(runs), runs, color=color, s=8, alpha=0.6)

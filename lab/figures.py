@@ -46,6 +46,9 @@ def committed_figures() -> dict[Path, object]:
     figures[masks.COST_PLOT] = lambda: masks.cost_plot(load(masks.COST_FILE))
     for stem, (title, mask) in masks.FIGURES.items():
         figures[masks.figure_path(stem)] = lambda t=title, m=mask: masks.mask_figure(m(), t)
+    from lab import beyond_softmax  # imports lab.figures' neighbours only when drawn
+
+    figures.update(beyond_softmax.figures())
     return figures
 
 

@@ -35,16 +35,19 @@ def load_linear_attention(model, layer_index: int) -> GatedDeltaNet:
         raise ValueError(f"layer_index ({layer_index}) must be in [0, {len(layers)})")
     kind = config.layer_types[layer_index]
     if kind != "linear_attention":
-        raise ValueError(
-            f"layer {layer_index} is a {kind!r} layer, not 'linear_attention'"
-        )
+        raise ValueError(f"layer {layer_index} is a {kind!r} layer, not 'linear_attention'")
     theirs = layers[layer_index].linear_attn
     Hk, Hv = config.linear_num_key_heads, config.linear_num_value_heads
     K, V = config.linear_key_head_dim, config.linear_value_head_dim
     ours = GatedDeltaNet(
-        config.hidden_size, Hv, K, V, n_k_head=Hk,
-        conv_size=config.linear_conv_kernel_dim, eps=config.rms_norm_eps,
-    )  # fmt: skip
+        config.hidden_size,
+        Hv,
+        K,
+        V,
+        n_k_head=Hk,
+        conv_size=config.linear_conv_kernel_dim,
+        eps=config.rms_norm_eps,
+    )
     ours = ours.to(dtype=theirs.out_proj.weight.dtype)
     group = Hv // Hk  # value heads per key head
     C = config.hidden_size

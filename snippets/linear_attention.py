@@ -1,4 +1,4 @@
-"""Gated DeltaNet: linear attention whose memory is a fixed-size matrix, not a KV cache.
+"""Gated DeltaNet: linear attention whose memory is a fixed-size matrix, no cache.
 
 Yang, Kautz and Hatamizadeh (2024), "Gated Delta Networks", arXiv:2412.06464; the
 layer as Qwen3-Next uses it (three of these for every softmax layer). Needs only
@@ -39,10 +39,14 @@ def _check_inputs(q, k, v, g, beta, state) -> None:
         )
     B, H, T, K = q.shape
     if v.dim() != 4 or v.shape[:3] != (B, H, T):
-        raise ValueError(f"v must be (B, H, T, V) = ({B}, {H}, {T}, V), got {tuple(v.shape)}")
+        raise ValueError(
+            f"v must be (B, H, T, V) = ({B}, {H}, {T}, V), got {tuple(v.shape)}"
+        )
     for name, t in (("g", g), ("beta", beta)):
         if t.shape != (B, H, T):
-            raise ValueError(f"{name} must be (B, H, T) = {(B, H, T)}, got {tuple(t.shape)}")
+            raise ValueError(
+                f"{name} must be (B, H, T) = {(B, H, T)}, got {tuple(t.shape)}"
+            )
     if state is not None and state.shape != (B, H, K, v.size(-1)):
         raise ValueError(
             f"state must be (B, H, K, V) = {(B, H, K, v.size(-1))}, got "
@@ -79,7 +83,9 @@ def gated_delta_recurrent(q, k, v, g, beta, state=None):
         S = S * g[:, :, t].exp()[..., None, None]  # forget: S <- alpha S
         recalled = torch.einsum("bhk,bhkv->bhv", k_t, S)  # what S says k_t maps to
         delta = beta[:, :, t, None] * (v_t - recalled)  # a step towards v_t
-        S = S + torch.einsum("bhk,bhv->bhkv", k_t, delta)  # write: S <- S + k delta^T
+        S = S + torch.einsum(
+            "bhk,bhv->bhkv", k_t, delta
+        )  # write: S <- S + k delta^T
         outputs.append(torch.einsum("bhk,bhkv->bhv", q_t, S))  # read: o = S^T q
     return torch.stack(outputs, dim=2), S
 
@@ -110,13 +116,19 @@ def gated_delta_chunked(q, k, v, g, beta, state=None, chunk_size=64):
         ValueError: chunk_size is not positive, or a shape does not match.
     """
     _check_inputs(q, k, v, g, beta, state)
-    if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size <= 0:
+    if (
+        isinstance(chunk_size, bool)
+        or not isinstance(chunk_size, int)
+        or chunk_size <= 0
+    ):
         raise ValueError(f"chunk_size ({chunk_size!r}) must be a positive int")
     B, H, T, K = k.shape
     N, pad = chunk_size, -T % chunk_size
     q, k, v = (F.pad(x, (0, 0, 0, pad)) for x in (q, k, v))
     g, beta = F.pad(g, (0, pad)), F.pad(beta, (0, pad))
-    n = (T + pad) // N  # (B, H, n, N, .): chunk c holds positions c N .. c N + N - 1
+    n = (
+        T + pad
+    ) // N  # (B, H, n, N, .): chunk c holds positions c N .. c N + N - 1
     q, k, v = (x.reshape(B, H, n, N, -1) for x in (q, k, v))
     G = g.reshape(B, H, n, N).cumsum(-1)  # log decay from the chunk's start to i
     beta = beta.reshape(B, H, n, N, 1)
@@ -126,16 +138,23 @@ def gated_delta_chunked(q, k, v, g, beta, state=None, chunk_size=64):
     eye = torch.eye(N, dtype=q.dtype, device=q.device)
     # U = W (V - exp(G) K S_0): solve once, W = (I + A)^-1 diag(beta)
     u_free = torch.linalg.solve_triangular(eye + A, beta * v, upper=False)
-    k_read = torch.linalg.solve_triangular(eye + A, beta * k * G[..., None].exp(), upper=False)
-    scores = (q @ k.transpose(-1, -2) * decay)  # (B, H, n, N, N), zero for j > i
+    k_read = torch.linalg.solve_triangular(
+        eye + A, beta * k * G[..., None].exp(), upper=False
+    )
+    scores = q @ k.transpose(-1, -2) * decay  # (B, H, n, N, N), zero for j > i
     S = q.new_zeros(B, H, K, v.size(-1)) if state is None else state
     outputs = []
     for c in range(n):  # only the state crosses chunk borders
         u = u_free[:, :, c] - k_read[:, :, c] @ S  # the chunk's writes (B, H, N, V)
-        from_state = (q[:, :, c] * G[:, :, c, :, None].exp()) @ S  # decayed S_0 reads
+        from_state = (
+            q[:, :, c] * G[:, :, c, :, None].exp()
+        ) @ S  # decayed S_0 reads
         outputs.append(from_state + scores[:, :, c] @ u)
         to_end = (G[:, :, c, -1:] - G[:, :, c]).exp()[..., None]  # (B, H, N, 1)
-        S = S * G[:, :, c, -1].exp()[..., None, None] + (k[:, :, c] * to_end).transpose(-1, -2) @ u
+        S = (
+            S * G[:, :, c, -1].exp()[..., None, None]
+            + (k[:, :, c] * to_end).transpose(-1, -2) @ u
+        )
     o = torch.stack(outputs, dim=2).reshape(B, H, n * N, -1)[:, :, :T]
     return o, S
 
@@ -170,18 +189,39 @@ class GatedDeltaNet(nn.Module):
         chunk_size: N, positions per chunk of the chunked form.
     """
 
-    def __init__(self, n_embed, n_head, head_k, head_v, *, n_k_head=None,
-                 conv_size=4, chunk_size=64, eps=1e-6):  # fmt: skip
+    def __init__(
+        self,
+        n_embed,
+        n_head,
+        head_k,
+        head_v,
+        *,
+        n_k_head=None,
+        conv_size=4,
+        chunk_size=64,
+        eps=1e-6,
+    ):
         super().__init__()
         n_k_head = n_head if n_k_head is None else n_k_head
-        for name, value in (("n_embed", n_embed), ("n_head", n_head), ("head_k", head_k),
-                            ("head_v", head_v), ("n_k_head", n_k_head),
-                            ("conv_size", conv_size), ("chunk_size", chunk_size)):  # fmt: skip
+        for name, value in (
+            ("n_embed", n_embed),
+            ("n_head", n_head),
+            ("head_k", head_k),
+            ("head_v", head_v),
+            ("n_k_head", n_k_head),
+            ("conv_size", conv_size),
+            ("chunk_size", chunk_size),
+        ):
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise ValueError(f"{name} ({value!r}) must be a positive int")
         if n_head % n_k_head:
             raise ValueError(f"n_k_head ({n_k_head}) must divide n_head ({n_head})")
-        self.n_head, self.n_k_head, self.head_k, self.head_v = n_head, n_k_head, head_k, head_v
+        self.n_head, self.n_k_head, self.head_k, self.head_v = (
+            n_head,
+            n_k_head,
+            head_k,
+            head_v,
+        )
         self.chunk_size, self.eps = chunk_size, eps
         qk, vv = n_k_head * head_k, n_head * head_v
         self.q = nn.Linear(n_embed, qk, bias=False)
@@ -195,40 +235,67 @@ class GatedDeltaNet(nn.Module):
         # keeps 20 % to 99.9 % of the state per position.
         self.A_log = nn.Parameter(torch.empty(n_head).uniform_(1, 16).log())
         dt = torch.exp(torch.empty(n_head).uniform_(-6.9, -2.3))  # log-uniform
-        self.dt_bias = nn.Parameter(dt + torch.log(-torch.expm1(-dt)))  # softplus^-1
+        self.dt_bias = nn.Parameter(
+            dt + torch.log(-torch.expm1(-dt))
+        )  # softplus^-1
         channels = 2 * qk + vv  # one depthwise filter per channel of q, k and v
-        self.conv = nn.Conv1d(channels, channels, conv_size, groups=channels,
-                              padding=conv_size - 1, bias=False)  # fmt: skip
+        self.conv = nn.Conv1d(
+            channels,
+            channels,
+            conv_size,
+            groups=channels,
+            padding=conv_size - 1,
+            bias=False,
+        )
         self.norm_weight = nn.Parameter(torch.ones(head_v))
         self.out = nn.Linear(vv, n_embed, bias=False)
 
     def gates(self, x):
         """x (B, T, C) -> q, k (B, H, T, K), v (B, H, T, V), g, beta (B, H, T)."""
         B, T, _ = x.shape
-        qkv = torch.cat([self.q(x), self.k(x), self.v(x)], dim=-1)  # (B, T, 2HK + HV)
-        qkv = F.silu(self.conv(qkv.transpose(1, 2))[..., :T]).transpose(1, 2)  # causal
-        q, k, v = qkv.split([self.q.out_features, self.k.out_features, self.v.out_features], -1)
-        q, k = (t.reshape(B, T, self.n_k_head, self.head_k).transpose(1, 2) for t in (q, k))
+        qkv = torch.cat(
+            [self.q(x), self.k(x), self.v(x)], dim=-1
+        )  # (B, T, 2HK + HV)
+        qkv = F.silu(self.conv(qkv.transpose(1, 2))[..., :T]).transpose(
+            1, 2
+        )  # causal
+        q, k, v = qkv.split(
+            [self.q.out_features, self.k.out_features, self.v.out_features], -1
+        )
+        q, k = (
+            t.reshape(B, T, self.n_k_head, self.head_k).transpose(1, 2)
+            for t in (q, k)
+        )
         group = self.n_head // self.n_k_head  # value heads per key head
         q, k = (t.repeat_interleave(group, dim=1) for t in (q, k))  # (B, H, T, K)
         k = _unit(k, self.eps)  # unit keys: the delta rule's step stays stable
         q = _unit(q, self.eps) * self.head_k**-0.5
-        v = v.reshape(B, T, self.n_head, self.head_v).transpose(1, 2)  # (B, H, T, V)
+        v = v.reshape(B, T, self.n_head, self.head_v).transpose(
+            1, 2
+        )  # (B, H, T, V)
         beta = self.b(x).sigmoid().transpose(1, 2)  # (B, H, T) in (0, 1)
-        g = -self.A_log.exp() * F.softplus(self.a(x) + self.dt_bias)  # (B, T, H) <= 0
+        g = -self.A_log.exp() * F.softplus(
+            self.a(x) + self.dt_bias
+        )  # (B, T, H) <= 0
         return q, k, v, g.transpose(1, 2), beta
 
     def forward(self, x: torch.Tensor, *, recurrent: bool = False) -> torch.Tensor:
         """x (B, T, C) -> (B, T, C); recurrent=True uses the step-by-step form."""
         if x.dim() != 3 or x.size(-1) != self.q.in_features:
-            raise ValueError(f"x must be (B, T, {self.q.in_features}), got {tuple(x.shape)}")
+            raise ValueError(
+                f"x must be (B, T, {self.q.in_features}), got {tuple(x.shape)}"
+            )
         q, k, v, g, beta = self.gates(x)
         if recurrent:
             o, _ = gated_delta_recurrent(q, k, v, g, beta)
         else:
             o, _ = gated_delta_chunked(q, k, v, g, beta, chunk_size=self.chunk_size)
         o = o.transpose(1, 2)  # (B, T, H, V)
-        o = o * torch.rsqrt(o.pow(2).mean(-1, keepdim=True) + self.eps) * self.norm_weight
+        o = (
+            o
+            * torch.rsqrt(o.pow(2).mean(-1, keepdim=True) + self.eps)
+            * self.norm_weight
+        )
         B, T, H, V = o.shape
         z = self.z(x).reshape(B, T, H, V)
         return self.out((o * F.silu(z)).reshape(B, T, H * V))
@@ -238,8 +305,16 @@ class GatedDeltaNet(nn.Module):
 
 
 # --8<-- [start:bytes]
-def state_bytes(n_head: int, head_k: int, head_v: int, *, conv_channels: int = 0,
-                conv_size: int = 4, batch: int = 1, bytes_per_element: int = 2) -> int:  # fmt: skip
+def state_bytes(
+    n_head: int,
+    head_k: int,
+    head_v: int,
+    *,
+    conv_channels: int = 0,
+    conv_size: int = 4,
+    batch: int = 1,
+    bytes_per_element: int = 2,
+) -> int:
     """Bytes a Gated DeltaNet layer carries between tokens, whatever T is.
 
     The state (H, K, V) per sequence, plus the convolution's last conv_size - 1
@@ -248,7 +323,6 @@ def state_bytes(n_head: int, head_k: int, head_v: int, *, conv_channels: int = 0
     """
     numbers = n_head * head_k * head_v + conv_channels * (conv_size - 1)
     return batch * numbers * bytes_per_element
-
 
 
 # --8<-- [end:bytes]

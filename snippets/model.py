@@ -63,7 +63,7 @@ class GPTConfig:
     n_kv_head: int | None = None  # key/value heads (GQA); None: one per query head
     kv_latent: int | None = None  # attention="mla" only: the cached latent's width
     # One entry per block, "softmax" or "linear" (Gated DeltaNet, H heads of a
-    # D x D state); None: every block softmax. Qwen3-Next's hybrid: 3 linear, 1 softmax.
+    # D x D state); None: every block softmax. Qwen3-Next: 3 linear, 1 softmax.
     layer_types: tuple[str, ...] | None = None
 
     def __post_init__(self):
@@ -254,7 +254,9 @@ class GPT(nn.Module):
         if config.position == "learned":  # row t: position t, learned
             self.pos_emb = nn.Embedding(config.context_length, C)
         self.drop = nn.Dropout(config.dropout)
-        self.blocks = nn.ModuleList([Block(config, i) for i in range(config.n_layer)])
+        self.blocks = nn.ModuleList(
+            [Block(config, i) for i in range(config.n_layer)]
+        )
         self.ln_f = nn.LayerNorm(C)  # the stream is a sum of L blocks' outputs
         self.lm_head = nn.Linear(C, V, bias=False)  # row v scores token v as next
         if config.tie_weights:

@@ -58,8 +58,11 @@ class LightningIndexer(nn.Module):
 
     def __init__(self, n_embed: int, n_head: int, head_size: int):
         super().__init__()
-        for name, value in (("n_embed", n_embed), ("n_head", n_head),
-                            ("head_size", head_size)):  # fmt: skip
+        for name, value in (
+            ("n_embed", n_embed),
+            ("n_head", n_head),
+            ("head_size", head_size),
+        ):
             _check_k(name, value)
         self.n_head, self.head_size = n_head, head_size
         self.q = nn.Linear(n_embed, n_head * head_size, bias=False)
@@ -116,7 +119,9 @@ def topk_mask(scores: torch.Tensor, top_k: int) -> torch.Tensor:
 
 
 # --8<-- [start:moba]
-def moba_mask(q: torch.Tensor, k: torch.Tensor, block_size: int, top_k: int) -> torch.Tensor:
+def moba_mask(
+    q: torch.Tensor, k: torch.Tensor, block_size: int, top_k: int
+) -> torch.Tensor:
     """MoBA's choice as a mask (B, H, T, T): each head picks its own blocks.
 
     Block b's score for query t: q_t . mean(keys of block b). Blocks that start

@@ -19,12 +19,24 @@ from lab.linear_from_transformers import load_linear_attention  # noqa: E402
 @pytest.fixture(scope="module")
 def recorded():
     config = transformers.Qwen3NextConfig(
-        vocab_size=64, hidden_size=32, intermediate_size=64, moe_intermediate_size=32,
-        shared_expert_intermediate_size=32, num_experts=2, num_experts_per_tok=1,
-        num_hidden_layers=4, num_attention_heads=2, num_key_value_heads=1, head_dim=16,
-        linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=8,
-        linear_value_head_dim=6, linear_conv_kernel_dim=4, max_position_embeddings=128,
-    )  # fmt: skip
+        vocab_size=64,
+        hidden_size=32,
+        intermediate_size=64,
+        moe_intermediate_size=32,
+        shared_expert_intermediate_size=32,
+        num_experts=2,
+        num_experts_per_tok=1,
+        num_hidden_layers=4,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=16,
+        linear_num_key_heads=2,
+        linear_num_value_heads=4,
+        linear_key_head_dim=8,
+        linear_value_head_dim=6,
+        linear_conv_kernel_dim=4,
+        max_position_embeddings=128,
+    )
     assert config.layer_types[:4] == ["linear_attention"] * 3 + ["full_attention"]
     torch.manual_seed(0)
     model = transformers.AutoModelForCausalLM.from_config(config).eval()
@@ -39,8 +51,10 @@ def recorded():
 
         return record
 
-    handles = [model.model.layers[i].linear_attn.register_forward_hook(hook(i), with_kwargs=True)
-               for i in range(3)]  # fmt: skip
+    handles = [
+        model.model.layers[i].linear_attn.register_forward_hook(hook(i), with_kwargs=True)
+        for i in range(3)
+    ]
     with torch.no_grad():
         model(torch.randint(0, 64, (2, 70)))  # 70: one full chunk of 64 and a padded one
     for handle in handles:

@@ -116,7 +116,9 @@ def test_bad_input_names_the_value():
     q, k, v, g, beta, S = inputs()
     with pytest.raises(ValueError, match=r"chunk_size \(0\)"):
         gated_delta_chunked(q, k, v, g, beta, chunk_size=0)
-    with pytest.raises(ValueError, match=r"state must be \(B, H, K, V\) = \(2, 3, 8, 6\), got \(2, 3, 6, 8\)"):
+    with pytest.raises(
+        ValueError, match=r"state must be \(B, H, K, V\) = \(2, 3, 8, 6\), got \(2, 3, 6, 8\)"
+    ):
         gated_delta_recurrent(q, k, v, g, beta, S.transpose(-1, -2))
     with pytest.raises(ValueError, match=r"state must be"):
         gated_delta_chunked(q, k, v, g, beta, S[:1])

@@ -114,7 +114,9 @@ def test_moba_keeps_own_block_and_the_best_earlier_ones(top_k):
     mask = moba_mask(q, k, 4, top_k)
     assert torch.equal(mask, moba_by_loop(q, k, 4, top_k))
     own = torch.arange(T)[:, None] // 4 == torch.arange(T) // 4
-    assert torch.equal(mask & own, (own & torch.ones(T, T, dtype=torch.bool).tril()).expand_as(mask))
+    assert torch.equal(
+        mask & own, (own & torch.ones(T, T, dtype=torch.bool).tril()).expand_as(mask)
+    )
 
 
 def test_gather_equals_mask():
