@@ -18,6 +18,7 @@ The state never grows: a layer holds H * K * V numbers whatever T is.
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from torch import Tensor
 
 # --8<-- [end:imports]
 
@@ -58,11 +59,19 @@ def _check_inputs(q, k, v, g, beta, state) -> None:
 
 
 # --8<-- [start:recurrent]
-def gated_delta_recurrent(q, k, v, g, beta, state=None):
+def gated_delta_recurrent(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    g: Tensor,
+    beta: Tensor,
+    state: Tensor | None = None,
+) -> tuple[Tensor, Tensor]:
     """The gated delta rule one position at a time: what the layer computes.
 
     Args:
-        q, k: queries and keys (B, H, T, K), already normalised and scaled.
+        q: queries (B, H, T, K), unit length and scaled by K ** -0.5.
+        k: keys (B, H, T, K), unit length.
         v: values (B, H, T, V).
         g: log of the forget gate (B, H, T), <= 0: alpha = exp(g) in (0, 1].
         beta: the write strength (B, H, T), in (0, 1).
@@ -94,7 +103,15 @@ def gated_delta_recurrent(q, k, v, g, beta, state=None):
 
 
 # --8<-- [start:chunked]
-def gated_delta_chunked(q, k, v, g, beta, state=None, chunk_size=64):
+def gated_delta_chunked(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    g: Tensor,
+    beta: Tensor,
+    state: Tensor | None = None,
+    chunk_size: int = 64,
+) -> tuple[Tensor, Tensor]:
     """The same function, N positions at a time: matrix products instead of a loop.
 
     Inside a chunk the T writes depend on each other only through a triangular
@@ -106,7 +123,12 @@ def gated_delta_chunked(q, k, v, g, beta, state=None, chunk_size=64):
     multiple of N: padding with k = v = beta = g = 0 leaves the state unchanged.
 
     Args:
-        q, k, v, g, beta, state: as in gated_delta_recurrent.
+        q: queries (B, H, T, K), as in gated_delta_recurrent.
+        k: keys (B, H, T, K).
+        v: values (B, H, T, V).
+        g: log of the forget gate (B, H, T), <= 0.
+        beta: the write strength (B, H, T).
+        state: S before position 0 (B, H, K, V), or None for zeros.
         chunk_size: N, positions per chunk (a positive int).
 
     Returns:
@@ -187,19 +209,20 @@ class GatedDeltaNet(nn.Module):
             n_head // n_k_head value heads, as grouped-query attention shares keys.
         conv_size: the convolution's width.
         chunk_size: N, positions per chunk of the chunked form.
+        eps: inside the square roots of the unit lengths and of the RMS norm.
     """
 
     def __init__(
         self,
-        n_embed,
-        n_head,
-        head_k,
-        head_v,
+        n_embed: int,
+        n_head: int,
+        head_k: int,
+        head_v: int,
         *,
-        n_k_head=None,
-        conv_size=4,
-        chunk_size=64,
-        eps=1e-6,
+        n_k_head: int | None = None,
+        conv_size: int = 4,
+        chunk_size: int = 64,
+        eps: float = 1e-6,
     ):
         super().__init__()
         n_k_head = n_head if n_k_head is None else n_k_head

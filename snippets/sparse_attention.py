@@ -129,7 +129,8 @@ def moba_mask(
     blocks wholly before t's, the best top_k - 1 join it.
 
     Args:
-        q, k: queries and keys (B, H, T, D).
+        q: queries (B, H, T, D).
+        k: keys (B, H, T, D).
         block_size: keys per block; must divide T.
         top_k: blocks per query, its own included (a positive int).
 
