@@ -9,8 +9,8 @@ re-cut: transformers fuses q, k, v and the output gate z into one projection
 (in_proj_qkvz), grouped per key head, and beta's and the decay's inputs into
 another (in_proj_ba); the guide keeps one Linear each.
 
-Softmax layers are lab/from_transformers.py's load_attention (branch h24-models);
-once both are on main, load_attention hands "linear_attention" layers to this one.
+lab/from_transformers.py's load_attention, the loader of every layer type, hands
+"linear_attention" layers to this one (its LAYER_LOADERS).
 transformers is a tooling dependency: snippets/ never imports it.
 """
 

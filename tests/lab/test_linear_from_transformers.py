@@ -13,6 +13,7 @@ from torch.testing import assert_close
 
 transformers = pytest.importorskip("transformers")
 
+from lab.from_transformers import load_attention  # noqa: E402
 from lab.linear_from_transformers import load_linear_attention  # noqa: E402
 
 
@@ -66,7 +67,8 @@ def recorded():
 def test_equal_to_qwen3_next_linear_attention(recorded, index):
     model, seen = recorded
     x, theirs = seen[index]
-    ours = load_linear_attention(model, index)
+    ours = load_attention(model, index)  # hands linear layers to load_linear_attention
+    assert type(ours).__name__ == "GatedDeltaNet"
     with torch.no_grad():
         assert_close(ours(x), theirs, rtol=1e-5, atol=1e-5)
         # the step-by-step form sums in another order: float32 rounding, relative to |y| ~ 10
