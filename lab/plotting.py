@@ -349,23 +349,26 @@ def learned_similarity(data: dict):
     return fig
 
 
-def position_excess(data: dict):
-    """Excess loss of each position scheme at 1x, 2x, 4x the training length (a result
-    of `python -m lab.positions`)."""
+def position_copy_loss(data: dict):
+    """Loss on the copies of each position scheme at 1x, 2x, 4x the training length,
+    mean over seeds with the min-max spread (a result of `python -m lab.positions`)."""
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 3.2))
     for row in data["rows"]:
-        factors = [f for f in data["factors"] if row[f"excess_{f}x"] is not None]
-        excess = [row[f"excess_{f}x"] for f in factors]
-        ax.plot(factors, excess, marker="o", label=row["position"])
-    ax.axhline(data["chain_excess"], color=INK, linestyle="--", label="the chain itself")
+        factors = [f for f in data["factors"] if row[f"loss_{f}x"] is not None]
+        cells = [row[f"loss_{f}x"] for f in factors]
+        mean = [c["mean"] for c in cells]
+        low = [c["mean"] - c["min"] for c in cells]
+        high = [c["max"] - c["mean"] for c in cells]
+        ax.errorbar(factors, mean, yerr=[low, high], marker="o", capsize=3, label=row["position"])
+    ax.axhline(data["floor_on_copies"], color=INK, linestyle="--", label="floor (a perfect copier)")
     ax.set_xscale("log", base=2)
     ax.set_xticks(data["factors"], [f"{f}x" for f in data["factors"]])
     ax.minorticks_off()
     ax.set_xlabel("evaluation length / training length")
-    ax.set_ylabel("excess loss, nats per character")
+    ax.set_ylabel("loss on the copies, nats")
     ax.grid(True)
-    ax.legend(fontsize="small")
+    ax.legend(fontsize="small", ncol=2)
     fig.tight_layout()
     return fig
 
@@ -479,7 +482,7 @@ def committed_figures() -> dict[Path, object]:
         RESULTS_DIR / "positions-rope.svg": rope_rotation,
         RESULTS_DIR / "positions-alibi.svg": alibi_biases,
         RESULTS_DIR / "positions-learned.svg": lambda: learned_similarity(load(positions)),
-        RESULTS_DIR / "positions-excess.svg": lambda: position_excess(load(positions)),
+        RESULTS_DIR / "positions-excess.svg": lambda: position_copy_loss(load(positions)),
         **mask_figures(),
     }
 
