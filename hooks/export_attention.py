@@ -9,7 +9,7 @@
   MathJax 2 and Mermaid from a CDN, and fails the build if any other script or
   stylesheet there would load from another host.
 - on_post_build: writes assets/attention-explorer.json, the attention weights the
-  explorer shows, made by lab/models.py (explorer_data) from the models the
+  explorer shows, made by lab/see_attention.py (explorer_data) from the models the
   notebook trained. It is kept in .cache/explorer/ under the same fingerprint, so a
   build whose code did not change imports no torch at all.
 """
@@ -38,7 +38,7 @@ def code_fingerprint(notebooks: list[Path]) -> str:
     """A hash of what the notebooks and the explorer's data are computed from: the
     project's modules they import, the data, and the torch and matplotlib
     versions. (The notebooks' own text is in mkdocs-jupyter's key already.)"""
-    roots = [*notebooks, ROOT / "lab" / "models.py"]
+    roots = [*notebooks, ROOT / "lab" / "see_attention.py"]
     versions = f"torch {version('torch')}, matplotlib {version('matplotlib')}"
     return fingerprint.code_fingerprint(roots, versions, ROOT)[:20]
 
@@ -124,7 +124,7 @@ def _explorer_json(key: str) -> Path:
         return kept
     import torch
 
-    from lab.models import explorer_data
+    from lab.see_attention import explorer_data
 
     # Tiny models: one thread is faster than two fighting for a busy machine.
     threads = torch.get_num_threads()

@@ -14,21 +14,29 @@ gives it half its weight is when the previous-token head of the induction circui
 (Olsson et al. 2022) has formed.
 """
 
-import argparse
 import dataclasses
+import math
 import multiprocessing
 import statistics
 import sys
 import time
-from pathlib import Path
 
 import torch
 
-from lab import plotting
-from lab.common import RESULTS_DIR, command_line, progress, result_header, write_json
+from lab.common import RESULTS_DIR
+from lab.experiment import Command, progress
+from lab.style import COLORS, INK, pyplot
 from snippets.induction import previous_token_scores
 from snippets.model import GPT, GPTConfig
-from snippets.positions import POSITIONS, WITHOUT_TABLE
+from snippets.positions import (
+    POSITIONS,
+    WITHOUT_TABLE,
+    alibi_bias,
+    alibi_slopes,
+    apply_rope,
+    rope_frequencies,
+    sinusoidal_positions,
+)
 from snippets.tasks import copy_floor, copy_targets, repeated_tokens
 from snippets.train import lr_at, make_optimizer, train_step
 
@@ -36,13 +44,6 @@ RESULT_FILE = RESULTS_DIR / "positions.json"
 SCHEMA = "attention-guide/positions/2"
 FACTORS = (1, 2, 4)  # evaluation lengths, in multiples of the training length
 THRESHOLD = 0.5  # a previous-token head gives at least this much weight to t - 1
-FIGURES = {  # file name -> the lab.plotting function drawing it
-    "positions-sinusoidal.svg": lambda result: plotting.sinusoidal_table(),
-    "positions-rope.svg": lambda result: plotting.rope_rotation(),
-    "positions-alibi.svg": lambda result: plotting.alibi_biases(),
-    "positions-learned.svg": plotting.learned_similarity,
-    "positions-excess.svg": plotting.position_copy_loss,
-}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -202,7 +203,7 @@ def summary(rows_: list[dict], schemes, factors) -> list[dict]:
     return out
 
 
-def run(setup: Setup, command: str, processes: int = 2) -> dict:
+def run(setup: Setup, header: dict, processes: int = 2) -> dict:
     """Train and score every scheme and seed; the content of the result file."""
     jobs = [(setup, p, s) for p in setup.schemes for s in setup.seeds]
     progress(f"training {len(jobs)} models in {processes} processes")
@@ -213,7 +214,7 @@ def run(setup: Setup, command: str, processes: int = 2) -> dict:
         results = [_train(job) for job in jobs]
     runs = [row for row, _ in results]
     tables = [table for _, table in results if table is not None]
-    result = result_header(SCHEMA, command)
+    result = dict(header)
     result.update(
         setup={
             **dataclasses.asdict(setup),
@@ -232,6 +233,111 @@ def run(setup: Setup, command: str, processes: int = 2) -> dict:
         learned_similarity=tables[0] if tables else None,
     )
     return result
+
+
+# ------------------------------------------------------------------ figures
+
+
+def sinusoidal_figure(T: int = 64, C: int = 64):
+    """The sinusoidal position table (snippets.positions), channels against positions."""
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(6.4, 3.2))
+    table = sinusoidal_positions(T, C).T.numpy()  # (C, T): positions along x
+    image = ax.imshow(table, aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1)
+    ax.set_xlabel("position t")
+    ax.set_ylabel("channel")
+    fig.colorbar(image, ax=ax)
+    fig.tight_layout()
+    return fig
+
+
+def rope_figure(D: int = 16, positions: int = 12):
+    """One vector at positions 0 .. positions - 1: three of its RoPE pairs turning on
+    the unit circle, each at its own speed."""
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(4.4, 4.4))
+    circle = torch.linspace(0, 2 * math.pi, 200)
+    ax.plot(circle.cos().numpy(), circle.sin().numpy(), color=INK, linewidth=0.6)
+    x = torch.zeros(positions, D)
+    x[:, 0::2] = 1.0  # every pair starts at (1, 0)
+    y = apply_rope(x).numpy()  # row t: the vector at position t
+    theta = rope_frequencies(D).tolist()
+    for i in (0, 1, 2):
+        label = f"pair {i}: {theta[i]:.3g} rad per position"
+        ax.plot(y[:, 2 * i], y[:, 2 * i + 1], "o", markersize=4, label=label)
+    for t in range(7):  # pair 0 turns one radian per position: number its first points
+        ax.annotate(f"{t}", (y[t, 0] * 1.12, y[t, 1] * 1.12), ha="center", va="center")
+    ax.set_aspect("equal")
+    ax.set_xlim(-1.35, 1.35)
+    ax.set_ylim(-1.35, 1.35)
+    ax.set_xlabel("channel 2i")
+    ax.set_ylabel("channel 2i + 1")
+    ax.legend(fontsize="small", loc="center")
+    fig.tight_layout()
+    return fig
+
+
+def alibi_figure(n_head: int = 8, T: int = 16):
+    """The bias ALiBi adds to a score, against the distance back, one line per head."""
+    plt = pyplot()
+    bias = alibi_bias(n_head, T)[:, -1].flip(-1).numpy()  # (H, T): last query, distance 0..
+    slopes = alibi_slopes(n_head).tolist()
+    fig, ax = plt.subplots(figsize=(6.4, 3.2))
+    for h in range(n_head):
+        style = "-" if h < len(COLORS) else "--"  # more heads than colours
+        label = f"head {h}: slope 1/{round(1 / slopes[h])}"
+        ax.plot(range(T), bias[h], style, label=label)
+    ax.set_xlabel("distance i - j back from the query")
+    ax.set_ylabel("bias added to the score")
+    ax.grid(True)
+    ax.legend(fontsize="x-small", ncol=2)
+    fig.tight_layout()
+    return fig
+
+
+def learned_figure(data: dict):
+    """Cosine similarity of the trained "learned" position vectors, position against
+    position (a result of `python -m lab.positions`)."""
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(4.4, 3.8))
+    image = ax.imshow(data["learned_similarity"], cmap="RdBu_r", vmin=-1, vmax=1)
+    ax.set_xlabel("position")
+    ax.set_ylabel("position")
+    fig.colorbar(image, ax=ax, label="cosine similarity")
+    fig.tight_layout()
+    return fig
+
+
+def excess_figure(data: dict):
+    """Loss on the copies of each position scheme at 1x, 2x, 4x the training length,
+    mean over seeds with the min-max spread (a result of `python -m lab.positions`)."""
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(6.4, 3.2))
+    for row in data["rows"]:
+        factors = [f for f in data["factors"] if row[f"loss_{f}x"] is not None]
+        cells = [row[f"loss_{f}x"] for f in factors]
+        mean = [c["mean"] for c in cells]
+        spread = [[c["mean"] - c["min"] for c in cells], [c["max"] - c["mean"] for c in cells]]
+        ax.errorbar(factors, mean, yerr=spread, marker="o", capsize=3, label=row["position"])
+    ax.axhline(data["floor_on_copies"], color=INK, linestyle="--", label="floor: a perfect copier")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(data["factors"], [f"{f}x" for f in data["factors"]])
+    ax.minorticks_off()
+    ax.set_xlabel("evaluation length / training length")
+    ax.set_ylabel("loss on the copies, nats")
+    ax.grid(True)
+    ax.legend(fontsize="small", ncol=2)
+    fig.tight_layout()
+    return fig
+
+
+FIGURES = {  # file name -> the function drawing it from a result
+    "positions-sinusoidal.svg": lambda result: sinusoidal_figure(),
+    "positions-rope.svg": lambda result: rope_figure(),
+    "positions-alibi.svg": lambda result: alibi_figure(),
+    "positions-learned.svg": learned_figure,
+    "positions-excess.svg": excess_figure,
+}
 
 
 # ------------------------------------------------------------------ command
@@ -255,22 +361,17 @@ def table(result: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m lab.positions", description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="tiny sizes: a few seconds")
-    parser.add_argument("--out", type=Path, default=RESULTS_DIR, help="folder for JSON and SVGs")
-    parser.add_argument("--processes", type=int, default=2, help="models trained at once")
-    args = parser.parse_args(argv)
-    torch.set_num_threads(1)  # the same sums in the same order on every machine
+    # One thread by default: the same sums in the same order on every machine.
+    cmd = Command("lab.positions", __doc__, threads=1)
+    cmd.parser.add_argument("--processes", type=int, default=2, help="models trained at once")
+    args = cmd.parse(argv)
     setup = QUICK if args.quick else FULL
-    processes = 1 if args.quick else args.processes
-    result = run(setup, command_line("lab.positions", argv), processes)
-    write_json(args.out / RESULT_FILE.name, result)
+    result = run(setup, cmd.header(SCHEMA), 1 if args.quick else args.processes)
+    cmd.write(RESULT_FILE.name, result)
     for name, draw in FIGURES.items():
-        if name == "positions-learned.svg" and result["learned_similarity"] is None:
-            continue
-        plotting.save_svg(draw(result), args.out / name)
+        if name != "positions-learned.svg" or result["learned_similarity"] is not None:
+            cmd.write(name, draw(result))
     print(table(result))
-    progress(f"wrote {args.out / RESULT_FILE.name} and its figures")
     return 0
 
 

@@ -1,4 +1,5 @@
-"""Tests for lab/models.py, the attention explorer and the "See attention" notebook.
+"""Tests for lab/model_cache.py, lab/see_attention.py, the attention explorer and the "See
+attention" notebook.
 
 The module's functions are tested directly. The built site (the session's ``built_site``)
 must hold the explorer's JSON exactly as explorer_data() makes it, the notebook page with
@@ -20,8 +21,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from lab import fingerprint, models
-from lab.plotting import INK
+from lab import fingerprint, model_cache, see_attention
+from lab.style import INK
 from snippets.masks import attention_mask, causal_mask
 from tests.conftest import ROOT
 
@@ -55,16 +56,16 @@ def _copy_of_the_code(tmp_path) -> Path:
 
 
 def test_model_cache_key_covers_the_imported_modules_and_the_data(tmp_path, monkeypatch):
-    modules = {p.name for p in fingerprint.imported_modules([Path(models.__file__)])}
-    assert {"models.py", "char_gpt.py", "induction.py", "attention.py", "model.py"} <= modules
-    assert {"masks.py", "common.py", "fingerprint.py"} <= modules
+    modules = {p.name for p in fingerprint.imported_modules([Path(model_cache.__file__)])}
+    assert {"model_cache.py", "char_gpt.py", "induction.py", "attention.py", "model.py"} <= modules
+    assert {"paths.py", "common.py", "fingerprint.py"} <= modules
     assert {"corpus.py", "tokenizer.py", "data.py", "objectives.py"} <= modules
     assert "generate.py" not in modules  # a module no training reads changes nothing
 
     copy = _copy_of_the_code(tmp_path)
-    monkeypatch.setattr(models, "__file__", str(copy / "lab" / "models.py"))
-    monkeypatch.setattr(models, "ROOT", copy)
-    assert_key_follows_the_code(copy, models.fingerprint)
+    monkeypatch.setattr(model_cache, "__file__", str(copy / "lab" / "model_cache.py"))
+    monkeypatch.setattr(model_cache, "ROOT", copy)
+    assert_key_follows_the_code(copy, model_cache.fingerprint)
 
 
 def test_notebook_cache_key_covers_what_the_notebook_imports(tmp_path, monkeypatch):
@@ -72,7 +73,7 @@ def test_notebook_cache_key_covers_what_the_notebook_imports(tmp_path, monkeypat
     monkeypatch.setattr(HOOK, "ROOT", copy)
     notebook = copy / "docs" / "see-attention.py"
     modules = {p.name for p in fingerprint.imported_modules([notebook], copy)}
-    assert {"models.py", "char_gpt.py", "induction.py", "plotting.py", "model.py"} <= modules
+    assert {"model_cache.py", "char_gpt.py", "induction.py", "style.py", "model.py"} <= modules
     assert_key_follows_the_code(copy, lambda: HOOK.code_fingerprint([notebook]))
 
 
@@ -80,7 +81,7 @@ def assert_key_follows_the_code(copy: Path, key) -> None:
     """key() changes with any file the models are trained from, and only with those."""
     before = key()
     assert before == key()
-    changed_files = ("snippets/attention.py", "snippets/induction.py", "lab/models.py")
+    changed_files = ("snippets/attention.py", "snippets/induction.py", "lab/model_cache.py")
     for changed in (*changed_files, "data/guide-snapshot.txt"):
         path = copy / changed
         original = path.read_bytes()
@@ -108,17 +109,17 @@ def test_the_build_trained_the_models_and_they_are_reused(built_site, monkeypatc
             ".cache/trained/ deleted also does this: delete .cache/ as a whole)"
         )
 
-    monkeypatch.setattr(models, "train_induction", no_training)
-    monkeypatch.setattr(models, "train_char_gpt", no_training)
-    model, losses = models.trained_induction()
+    monkeypatch.setattr(model_cache, "train_induction", no_training)
+    monkeypatch.setattr(model_cache, "train_char_gpt", no_training)
+    model, losses = model_cache.trained_induction()
     assert len(losses) == model.config.steps
-    gpt, char, losses = models.trained_char_gpt()
+    gpt, char, losses = model_cache.trained_char_gpt()
     assert gpt.config.vocab_size == char.vocab_size
-    assert len(losses) == models.CharGPTConfig().steps
+    assert len(losses) == model_cache.CharGPTConfig().steps
 
 
 def test_built_json_is_what_the_code_exports(exported):
-    assert exported == models.explorer_data()
+    assert exported == see_attention.explorer_data()
 
 
 def test_exported_rows_are_attention_rows(exported):

@@ -4,7 +4,7 @@ import importlib.util
 import json
 from types import SimpleNamespace
 
-from lab.common import LAST_RUN, ROOT
+from lab.paths import LAST_RUN, ROOT
 from tests.test_pagecheck import GOOD, run_pages
 
 # mkdocs loads hooks by path; so does this test (hooks/ is not a package).
