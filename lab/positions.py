@@ -50,14 +50,14 @@ THRESHOLD = 0.5  # a previous-token head gives at least this much weight to t - 
 class Setup:
     """Everything a run depends on besides the scheme and the seed."""
 
-    context_length: int = 64  # T, the training length
+    context_length: int = 32  # T, the training length
     vocab_size: int = 32
     min_period: int = 4
-    max_period: int = 16
+    max_period: int = 12
     n_layer: int = 2
     n_head: int = 4
     n_embed: int = 64
-    steps: int = 600
+    steps: int = 500
     batch_size: int = 32
     lr: float = 3e-3
     min_lr: float = 3e-4
