@@ -326,7 +326,7 @@ def excess_figure(data: dict):
     ax.set_xlabel("evaluation length / training length")
     ax.set_ylabel("loss on the copies, nats")
     ax.grid(True)
-    ax.legend(fontsize="small", ncol=2)
+    ax.legend(fontsize="small", ncol=3, loc="center right", bbox_to_anchor=(1, 0.3))
     fig.tight_layout()
     return fig
 
