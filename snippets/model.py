@@ -20,6 +20,7 @@ from snippets.kv_heads import (
 )
 from snippets.objectives import lm_loss
 from snippets.positions import POSITIONS, WITHOUT_TABLE, sinusoidal_positions
+from snippets.taming import TamedAttention, check_taming, taming_parameters
 
 # --8<-- [end:imports]
 
@@ -61,6 +62,11 @@ class GPTConfig:
     max_length: int | None = None
     n_kv_head: int | None = None  # key/value heads (GQA); None: one per query head
     kv_latent: int | None = None  # attention="mla" only: the cached latent's width
+    # Taming softmax (the taming-softmax page); any of them: TamedAttention.
+    qk_norm: str | None = None  # "head" (Qwen3) or "all" (OLMo 2): RMSNorm on q, k
+    soft_cap: float | None = None  # c: scores become c * tanh(s / c) (Gemma 2)
+    sinks: bool = False  # a learned sink logit per head (gpt-oss)
+    gate: str | None = None  # "elementwise" (Qwen3-Next) or "head": sigmoid gate
 
     def __post_init__(self):
         sizes = ("vocab_size", "context_length", "n_embed", "n_head", "n_layer")
@@ -115,6 +121,18 @@ class GPTConfig:
                     f"{self.context_length} rows"
                 )
         self._check_kv_heads()
+        check_taming(self.qk_norm, self.soft_cap, self.sinks, self.gate)
+        if self.tamed and (self.attention != "fused" or self.n_kv_head):
+            raise ValueError(
+                f"qk_norm, soft_cap, sinks and gate need attention='fused' without "
+                f"n_kv_head, got attention={self.attention!r}, "
+                f"n_kv_head={self.n_kv_head!r}"
+            )
+
+    @property
+    def tamed(self) -> bool:
+        """Whether any piece of the taming-softmax page is on."""
+        return bool(self.qk_norm or self.soft_cap or self.sinks or self.gate)
 
     @property
     def longest(self) -> int:
@@ -157,6 +175,10 @@ def make_attention(config: GPTConfig) -> nn.Module:
         return MultiHeadLatentAttention(H, C, T, config.kv_latent, **where)
     if config.n_kv_head is not None:
         return GroupedQueryAttention(H, config.n_kv_head, C, T, **where)
+    if config.tamed:
+        pieces = ("qk_norm", "soft_cap", "sinks", "gate")
+        pieces = {name: getattr(config, name) for name in pieces}
+        return TamedAttention(H, C, T, **where, **pieces)
     return ATTENTION[config.attention](H, C, T, **where)
 
 
@@ -395,6 +417,8 @@ def parameter_count(config: GPTConfig) -> int:
     if config.attention == "mla":  # q; down to R; up to keys and values; proj
         R = config.kv_latent
         attention = C * C + C * R + 2 * R * C + (C * C + C)
+    c = config  # the taming pieces: norm scales, sink logits, gate weights
+    attention += taming_parameters(config.n_head, C, c.qk_norm, c.sinks, c.gate)
     mlp = (C * 4 * C + 4 * C) + (4 * C * C + C)  # fc and proj, each with a bias
     block = layer_norm + attention + layer_norm + mlp  # MHA: 12 C^2 + 10 C
     head = 0 if config.tie_weights else V * C  # no bias; tied: counted already

@@ -135,7 +135,10 @@ def rope_frequencies(D: int, base: float = 10000.0) -> torch.Tensor:
 
 
 def apply_rope(
-    x: torch.Tensor, offset: int = 0, base: float = 10000.0
+    x: torch.Tensor,
+    offset: int = 0,
+    base: float = 10000.0,
+    theta: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Rotate each pair of channels (2i, 2i + 1) of x by (offset + t) * theta_i.
 
@@ -150,6 +153,8 @@ def apply_rope(
         offset: the position of row 0, e.g. the number of tokens already in a
             KV cache.
         base: as in rope_frequencies.
+        theta: other frequencies (D/2,) in place of rope_frequencies(D, base),
+            e.g. a context extension's (snippets/rope_scaling.py).
 
     Returns:
         A tensor like x, each pair of channels turned, its length unchanged.
@@ -165,7 +170,14 @@ def apply_rope(
     if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
         raise ValueError(f"offset ({offset!r}) must be an int >= 0")
     positions = torch.arange(offset, offset + T, dtype=torch.float64)  # (T,)
-    theta = rope_frequencies(D, base)  # (D/2,)
+    if theta is None:
+        theta = rope_frequencies(D, base)  # (D/2,)
+    elif theta.shape != (D // 2,):
+        raise ValueError(
+            f"theta has shape {tuple(theta.shape)}: one frequency per pair, "
+            f"({D // 2},) for D={D}"
+        )
+    theta = theta.to(torch.float64)
     angles = (positions[:, None] * theta[None, :]).to(x.device)  # (T, D/2)
     cos = angles.cos().to(x.dtype)  # (T, D/2)
     sin = angles.sin().to(x.dtype)  # (T, D/2)
