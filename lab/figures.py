@@ -57,6 +57,9 @@ def committed_figures() -> dict[Path, object]:
     figures[RESULTS_DIR / context_extension.FIGURE] = context_extension.frequencies_figure
     for stem, (title, mask) in masks.FIGURES.items():
         figures[masks.figure_path(stem)] = lambda t=title, m=mask: masks.mask_figure(m(), t)
+    from lab import beyond_softmax  # imports lab.figures' neighbours only when drawn
+
+    figures.update(beyond_softmax.figures())
     figures[streaming.PLOT_FILE] = lambda: streaming.sink_plot(load(streaming.RESULT_FILE))
     figures[taming_softmax.GROWTH_PLOT] = lambda: taming_softmax.growth_plot(
         load(taming_softmax.GROWTH_FILE)

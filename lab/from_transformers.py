@@ -26,6 +26,7 @@ from collections.abc import Callable
 import torch
 import torch.nn as nn
 
+from lab.linear_from_transformers import load_linear_attention
 from snippets.configurable import AttentionSpec, ConfigurableAttention
 from snippets.mla import LatentAttention, MLASpec
 from snippets.rope_scaling import SCALINGS, RopeSpec
@@ -56,7 +57,9 @@ FAMILIES = {
 ONE_PLUS = ("gemma3_text", "qwen3_next")
 KINDS = {"full_attention": "full", "sliding_attention": "window", "chunked_attention": "chunk"}
 # A layer type with a loader of its own: layer type -> loader(model, index).
-LAYER_LOADERS: dict[str, Callable[[nn.Module, int], nn.Module]] = {}
+LAYER_LOADERS: dict[str, Callable[[nn.Module, int], nn.Module]] = {
+    "linear_attention": load_linear_attention,  # Qwen3-Next's Gated DeltaNet
+}
 
 
 def _field(config, name: str, default=None):

@@ -18,6 +18,7 @@ from snippets.kv_heads import (
     GroupedQueryAttention,
     MultiHeadLatentAttention,
 )
+from snippets.linear_attention import GatedDeltaNet
 from snippets.objectives import lm_loss
 from snippets.positions import POSITIONS, WITHOUT_TABLE, sinusoidal_positions
 from snippets.taming import TamedAttention, check_taming, taming_parameters
@@ -62,6 +63,9 @@ class GPTConfig:
     max_length: int | None = None
     n_kv_head: int | None = None  # key/value heads (GQA); None: one per query head
     kv_latent: int | None = None  # attention="mla" only: the cached latent's width
+    # One entry per block, "softmax" or "linear" (Gated DeltaNet, H heads of a
+    # D x D state); None: every block softmax. Qwen3-Next: 3 linear, 1 softmax.
+    layer_types: tuple[str, ...] | None = None
     # Taming softmax (the taming-softmax page); any of them: TamedAttention.
     qk_norm: str | None = None  # "head" (Qwen3) or "all" (OLMo 2): RMSNorm on q, k
     soft_cap: float | None = None  # c: scores become c * tanh(s / c) (Gemma 2)
@@ -121,6 +125,14 @@ class GPTConfig:
                     f"{self.context_length} rows"
                 )
         self._check_kv_heads()
+        types = self.layer_types
+        if types is not None and (
+            len(types) != self.n_layer or not set(types) <= {"softmax", "linear"}
+        ):
+            raise ValueError(
+                f"layer_types ({types!r}) must hold n_layer ({self.n_layer}) "
+                f"entries, each 'softmax' or 'linear'"
+            )
         check_taming(self.qk_norm, self.soft_cap, self.sinks, self.gate)
         if self.tamed and (self.attention != "fused" or self.n_kv_head):
             raise ValueError(
@@ -167,9 +179,11 @@ class GPTConfig:
             raise ValueError(MLA_ROPE)
 
 
-def make_attention(config: GPTConfig) -> nn.Module:
-    """The attention layer config asks for, at width n_embed."""
+def make_attention(config: GPTConfig, layer: int = 0) -> nn.Module:
+    """The attention layer config asks for in block `layer`, at width n_embed."""
     H, C, T = config.n_head, config.n_embed, config.context_length
+    if config.layer_types is not None and config.layer_types[layer] == "linear":
+        return GatedDeltaNet(C, H, C // H, C // H)
     where = {"position": config.position, "max_length": config.max_length}
     if config.attention == "mla":
         return MultiHeadLatentAttention(H, C, T, config.kv_latent, **where)
@@ -219,11 +233,11 @@ class Block(nn.Module):
         config: gives C, H, the context length, dropout and which attention layer.
     """
 
-    def __init__(self, config: GPTConfig):
+    def __init__(self, config: GPTConfig, layer: int = 0):
         super().__init__()
         C = config.n_embed
         self.ln1 = nn.LayerNorm(C)
-        self.attn = make_attention(config)
+        self.attn = make_attention(config, layer)
         self.drop = nn.Dropout(config.dropout)
         self.ln2 = nn.LayerNorm(C)
         self.mlp = MLP(config)
@@ -262,7 +276,9 @@ class GPT(nn.Module):
         if config.position == "learned":  # row t: position t, learned
             self.pos_emb = nn.Embedding(config.context_length, C)
         self.drop = nn.Dropout(config.dropout)
-        self.blocks = nn.ModuleList([Block(config) for _ in range(config.n_layer)])
+        self.blocks = nn.ModuleList(
+            [Block(config, i) for i in range(config.n_layer)]
+        )
         self.ln_f = nn.LayerNorm(C)  # the stream is a sum of L blocks' outputs
         self.lm_head = nn.Linear(C, V, bias=False)  # row v scores token v as next
         if config.tie_weights:
@@ -422,7 +438,10 @@ def parameter_count(config: GPTConfig) -> int:
     mlp = (C * 4 * C + 4 * C) + (4 * C * C + C)  # fc and proj, each with a bias
     block = layer_norm + attention + layer_norm + mlp  # MHA: 12 C^2 + 10 C
     head = 0 if config.tie_weights else V * C  # no bias; tied: counted already
-    return embeddings + L * block + layer_norm + head
+    linear = (config.layer_types or ()).count("linear")  # Gated DeltaNet blocks
+    H, D = config.n_head, C // config.n_head  # q k v z and out; b and a; A, dt;
+    gdn = 5 * C * C + 2 * C * H + 2 * H + 3 * C * 4 + D  # conv (width 4); norm
+    return embeddings + L * block + linear * (gdn - attention) + layer_norm + head
 
 
 # --8<-- [end:parameter_count]
