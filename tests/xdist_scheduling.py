@@ -19,7 +19,15 @@ import os
 
 import pytest
 
-SHARE_THE_BUILT_SITE = {"tests/test_site.py", "tests/test_browser.py", "tests/test_explorer.py"}
+SHARE_THE_BUILT_SITE = {
+    "tests/test_site.py",
+    "tests/test_browser.py",
+    "tests/hooks/test_explorer_data.py",
+    "tests/hooks/test_notebook_cache.py",
+    "tests/lab/test_models.py",
+    "tests/pages/test_see_attention.py",
+    "tests/pages/test_attention_explorer.py",
+}
 ONE_PER_WORKER = {"tests/test_portability.py"}
 
 

@@ -1,6 +1,6 @@
 // The attention explorer and the mask figure of the attention page. No library, nothing
 // from another host: the weights are ../attention-explorer.json, written at build time by
-// hooks/export_attention.py from lab/models.py (see explorer_data() there).
+// hooks/explorer_data.py from lab/models.py (see explorer_data() there).
 //
 // JSON: {examples: [{id, label, tokens, weights, notes}], masks: {tokens, causal, padding,
 // both}}, where weights[layer][head][query] holds that query's first query + 1 weights in

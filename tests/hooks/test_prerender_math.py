@@ -6,7 +6,6 @@ The hook is called as mkdocs calls it, on small pages; it runs the real renderer
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import shutil
 from types import SimpleNamespace
@@ -14,7 +13,8 @@ from types import SimpleNamespace
 import pytest
 from mkdocs.exceptions import PluginError
 
-from tests.conftest import ROOT
+from hooks import prerender_math
+from lab.common import ROOT
 
 if shutil.which("node") is None or not (ROOT / "tools" / "node_modules" / "mathjax-full").is_dir():
     pytest.skip(
@@ -24,11 +24,7 @@ if shutil.which("node") is None or not (ROOT / "tools" / "node_modules" / "mathj
 
 @pytest.fixture
 def hook(tmp_path, monkeypatch):
-    spec = importlib.util.spec_from_file_location(
-        "prerender_math", ROOT / "hooks" / "prerender_math.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = prerender_math
     monkeypatch.setattr(module, "CACHE", tmp_path / "cache")  # not the project's cache
     module.on_config(None)
     yield module

@@ -1,16 +1,11 @@
 """The 'last ran green' note: recorded by the page harness, shown by hooks/last_run.py."""
 
-import importlib.util
 import json
 from types import SimpleNamespace
 
-from lab.common import LAST_RUN, ROOT
+from hooks import last_run
+from lab.common import LAST_RUN
 from tests.test_pagecheck import GOOD, run_pages
-
-# mkdocs loads hooks by path; so does this test (hooks/ is not a package).
-_spec = importlib.util.spec_from_file_location("last_run", ROOT / "hooks" / "last_run.py")
-last_run = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(last_run)
 
 
 def test_harness_records_only_pages_whose_blocks_all_passed(tmp_path):
