@@ -28,6 +28,11 @@ def test_hook_puts_the_record_in_the_page_meta(tmp_path):
     assert page.meta["code_last_ran"] == (
         "The 3 code blocks on this page last ran green on W, with torch T and Python P."
     )
+    (tmp_path / LAST_RUN).write_text(
+        json.dumps({"docs/a.md": {"blocks": 1, "when": "W", "torch": "T", "python": "P"}})
+    )
+    last_run.on_page_markdown("text", page=page, config=config, files=None)
+    assert page.meta["code_last_ran"].startswith("The code block on this page last ran green")
     other = SimpleNamespace(file=SimpleNamespace(src_uri="b.md"), meta={})
     last_run.on_page_markdown("text", page=other, config=config, files=None)
     assert "code_last_ran" not in other.meta
