@@ -263,7 +263,8 @@ def on_page_markdown(markdown, page, config, files):
         note = _note(cell)
         if note:
             at, indent = cell.block.line - 1, cell.block.indent
-            lines[at:at] = [f'{indent}<p class="block-needs"><small>{note}</small></p>', ""]
+            html = f'<p class="block-needs" data-search-exclude><small>{note}</small></p>'
+            lines[at:at] = [indent + html, ""]
     name = download_name(page.file.src_uri)
     title = page.title or name
     url = config["site_url"] + page.url if config.get("site_url") else page.url
@@ -276,7 +277,7 @@ def on_page_markdown(markdown, page, config, files):
     py = get_relative_url(f"{DOWNLOADS}/{name}.py", page.url)
     home = get_relative_url("", page.url).rstrip("/") + "/"
     box = (
-        '<p class="run-this-page"><small>Run this page: its '
+        '<p class="run-this-page" data-search-exclude><small>Run this page: its '
         f"{len(runnable)} code blocks as a "
         f'<a href="{ipynb}" download>notebook (.ipynb)</a> or a '
         f'<a href="{py}" download>script (.py)</a>, with the guide\'s package installed '
