@@ -68,8 +68,14 @@ def _text(node) -> str:
     if tag == "mroot" and len(parts) == 2:
         return f"{parts[1]}√{_atom(parts[0])}"
     if tag in ("msup", "msub", "msubsup", "munder", "mover", "munderover") and parts:
-        marks = {"msup": ["^"], "msub": ["_"], "msubsup": ["_", "^"], "munder": ["_"],
-                 "mover": ["^"], "munderover": ["_", "^"]}[tag]
+        marks = {
+            "msup": ["^"],
+            "msub": ["_"],
+            "msubsup": ["_", "^"],
+            "munder": ["_"],
+            "mover": ["^"],
+            "munderover": ["_", "^"],
+        }[tag]
         out = parts[0]
         for mark, part in zip(marks, parts[1:], strict=False):
             if tag == "mover" and part in ("~", "^", "¯", "→"):  # an accent, not a power

@@ -128,6 +128,13 @@
         button.setAttribute("aria-pressed", String(i === t));
         button.tabIndex = i === t ? 0 : -1;
       });
+      // On a narrow screen the tokens scroll sideways: bring the query into view (the last
+      // token, when an input opens), without scrolling the page itself.
+      const box = scroller.getBoundingClientRect();
+      const at = tokenButtons[t].getBoundingClientRect();
+      if (at.left < box.left || at.right > box.right) {
+        scroller.scrollLeft += at.left - box.left - (box.width - at.width) / 2;
+      }
       const token = example.tokens[t];
       const strongest = [];
       for (const { name, rows, row, cells } of headRows) {
