@@ -26,8 +26,8 @@
 #    with the causal mask visible as the empty upper triangle.
 #
 # The models live in `snippets/induction.py` and `snippets/char_gpt.py`, with their
-# tests in `tests/test_induction.py` and `tests/test_char_gpt.py`; `lab/models.py`
-# keeps them trained in a cache. The [attention
+# tests in `tests/snippets/test_induction.py` and `tests/snippets/test_char_gpt.py`;
+# `lab/model_cache.py` keeps them trained in a cache. The [attention
 # explorer](../attention/#see-the-heads-at-work) shows the same models' weights, one
 # query at a time. API reference: [snippets.induction](../reference/induction/),
 # [snippets.char_gpt](../reference/char_gpt/).
@@ -36,8 +36,9 @@
 import torch
 from IPython.display import HTML, display
 
-from lab.models import letters, trained_char_gpt, trained_induction
-from lab.plotting import heatmap, inline_svg, mask_image, pyplot
+from lab.model_cache import trained_char_gpt, trained_induction
+from lab.see_attention import heatmap, letters, mask_image
+from lab.style import inline_svg, pyplot
 from snippets.char_gpt import CharGPTConfig, gpt_attention
 from snippets.induction import (
     AttentionOnly,
@@ -53,7 +54,7 @@ from snippets.masks import attention_mask
 torch.set_num_threads(1)
 
 # %% [markdown]
-# The figures are drawn in the site's one plotting style (`lab/plotting.py`): SVG
+# The figures are drawn in the site's one plotting style (`lab/style.py`): SVG
 # with a transparent background, text and axes in a grey that reads on the light
 # and on the dark scheme alike, put inside the page.
 
@@ -234,9 +235,9 @@ show(
 # weight hugs the diagonal: those heads look at the token just before.
 #
 # Is it the causal mask that forces this solution? Without it, a model could read
-# the answer at $t + 1$ directly. `tests/test_induction.py` trains that non-causal
-# model, and one whose heads attend uniformly, and checks that neither forms an
-# induction head.
+# the answer at $t + 1$ directly. `tests/snippets/test_induction.py` trains that
+# non-causal model, and one whose heads attend uniformly, and checks that neither
+# forms an induction head.
 #
 # ## The guide's GPT on its own text
 #

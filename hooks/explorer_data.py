@@ -3,7 +3,7 @@
 - on_post_page gives pages that hold an explorer (the attention and the mask figures)
   its script and stylesheet; no other page loads them.
 - on_post_build writes assets/attention-explorer.json, the attention weights the explorer
-  shows, made by lab/models.py (explorer_data) from the models the notebook trained. It is
+  shows, made by lab/see_attention.py (explorer_data) from the models the notebook trained. It is
   kept in .cache/explorer/ under the notebooks' code fingerprint (hooks/notebook_cache.py),
   so a build whose code did not change imports no torch at all.
 """
@@ -44,7 +44,7 @@ def explorer_json(key: str) -> Path:
         return kept
     import torch
 
-    from lab.models import explorer_data
+    from lab.see_attention import explorer_data
 
     # Tiny models: one thread is faster than two fighting for a busy machine.
     threads = torch.get_num_threads()

@@ -15,7 +15,7 @@ from lab.common import CACHE, ROOT
 
 NOTEBOOK_SUFFIXES = (".py", ".ipynb")
 # The explorer's data (hooks/explorer_data.py) comes from the models the notebook trains.
-MODEL_CACHE = ROOT / "lab" / "models.py"
+MODEL_CACHE = ROOT / "lab" / "see_attention.py"
 
 
 def notebooks(config) -> list[Path]:

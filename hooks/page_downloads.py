@@ -29,7 +29,7 @@ import markdown as markdown_lib
 from mkdocs.utils import get_relative_url
 
 # The page harness's parser: the download holds exactly the blocks the suite runs.
-from tests.pagecheck import Block, parse_page
+from tests.pagecheck.parser import Block, parse_page
 
 DOWNLOADS = "downloads"
 CHECKOUT_ONLY = {"lab", "tests", "hooks"}  # top-level packages the reader's wheel lacks

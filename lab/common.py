@@ -1,9 +1,9 @@
-"""What every tool of the project shares: paths, the machine, result files.
+"""What every tool of the project shares: the machine, result files.
 
 Standard library only at import time (torch is imported inside machine_info), so
-that the build's hooks can use the paths without paying for a torch import.
+that the build's hooks can import it without paying for a torch import.
 
-- paths: ROOT and the folders under it;
+- paths: ROOT and the folders under it, from lab/paths.py (pages import them here);
 - machine_info(): where a measurement was made, one set of keys for every tool;
 - result_header(): the first fields of every committed result file;
 - atomic_write() and write_json(): files a reader never sees half-written.
@@ -20,15 +20,8 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]  # the repository
-DOCS = ROOT / "docs"
-RESULTS_DIR = DOCS / "assets" / "results"  # committed result files and figures
-TRAINING_RESULTS = RESULTS_DIR / "training"
-CACHE = ROOT / ".cache"  # ignored by git: trained models, notebook outputs
-ARTIFACTS = ROOT / "test-artifacts"  # ignored by git: what tests and --quick runs leave
-# The page harness records pages whose blocks all passed; hooks/last_run.py reads it.
-# Relative: both resolve it against the folder they run in (pytest's rootdir, mkdocs.yml's).
-LAST_RUN = Path(".cache") / "pagecheck" / "last-run.json"
+# Re-exported: pages and tests import the paths from here.
+from lab.paths import ARTIFACTS, CACHE, DOCS, RESULTS_DIR, ROOT, TRAINING_RESULTS  # noqa: F401
 
 
 def machine_info() -> dict:
@@ -129,8 +122,3 @@ def json_text(data: dict, indent: int = 1) -> str:
 def write_json(path: Path, data: dict) -> Path:
     """A result file: json_text(data), written atomically."""
     return write_text(path, json_text(data))
-
-
-def progress(message: str) -> None:
-    """A line for whoever watches a long command: to stderr, so stdout stays the result."""
-    print(message, file=sys.stderr, flush=True)

@@ -1,4 +1,4 @@
-"""Generating from the command line, and the KV-cache benchmark.
+"""Generating from the command line, and the KV-cache benchmark and its figure.
 
     python -m lab.generate runs/markov/ckpt.pt --prompt "a" --tokens 200
     python -m lab.generate --bench-kv-cache   # the generation page's numbers
@@ -7,7 +7,6 @@ The sampling and the cache are snippets/generate.py. Shape letters: B batch,
 T sequence length, V vocabulary size.
 """
 
-import argparse
 import statistics
 import sys
 import time
@@ -15,14 +14,9 @@ from pathlib import Path
 
 import torch
 
-from lab import plotting
-from lab.common import (
-    TRAINING_RESULTS,
-    command_line,
-    note_load_after,
-    result_header,
-    write_json,
-)
+from lab.common import TRAINING_RESULTS, command_line, note_load_after, result_header
+from lab.experiment import Command
+from lab.style import pyplot
 from snippets.generate import check_sampling, generate, load_model, stream
 from snippets.model import GPT, GPTConfig
 from snippets.throughput import BENCH_MODEL
@@ -115,11 +109,40 @@ def bench_kv_cache(
     return data
 
 
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m lab.generate",
-        description="Sample text from a checkpoint of python -m lab.train.",
+def kv_cache_figure(data: dict):
+    """Milliseconds per generated token against its position, with and without
+    the cache (a result of `python -m lab.generate --bench-kv-cache`)."""
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(6.4, 3.4))
+    start = data["prompt_tokens"]
+    for key, label in (("recompute", "recompute"), ("kv_cache", "KV cache")):
+        if key not in data:  # --cache-only: no recomputation
+            continue
+        ms = data[key]["median_ms_by_position"]
+        if len(ms) > 512:
+            # Over thousands of tokens, single slow tokens (the machine) hide the
+            # trend: a running median of 33 tokens shows it.
+            ms = [statistics.median(ms[max(0, i - 16) : i + 17]) for i in range(len(ms))]
+            label += " (running median of 33 tokens)"
+        ax.plot(range(start + 1, start + 1 + len(ms)), ms, label=label)
+    ax.set_xlabel("length of the sequence after the new token")
+    ax.set_ylabel("ms for the token")
+    ax.set_ylim(bottom=0)
+    ax.grid(True)
+    ax.legend()
+    fig.tight_layout()
+    return fig
+
+
+def command() -> Command:
+    cmd = Command(
+        "lab.generate",
+        "Sample text from a checkpoint of python -m lab.train.",
+        threads=None,
+        out=TRAINING_RESULTS,
+        quick=False,
     )
+    p = cmd.parser
     p.add_argument("checkpoint", type=Path, nargs="?", help="a ckpt.pt")
     p.add_argument("--prompt", default="", help="text to continue")
     p.add_argument(
@@ -146,33 +169,28 @@ def parser() -> argparse.ArgumentParser:
         "writes kv-cache-long.json and .svg",
     )
     p.add_argument("--rounds", type=int, default=5)
-    p.add_argument("--threads", type=int, help="torch threads (default: torch's choice)")
-    p.add_argument("--out", type=Path, default=TRAINING_RESULTS)
-    return p
+    return cmd
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; argv defaults to sys.argv[1:]."""
-    argv = sys.argv[1:] if argv is None else list(argv)
-    p = parser()
-    args = p.parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    cmd = command()
+    p = cmd.parser
+    args = cmd.parse(argv)
     if args.bench_kv_cache:
-        data = bench_kv_cache(args.tokens or 256, args.rounds, argv, recompute=not args.cache_only)
+        data = bench_kv_cache(
+            args.tokens or 256, args.rounds, cmd.argv, recompute=not args.cache_only
+        )
         name = "kv-cache-long" if args.cache_only else "kv-cache"
-        write_json(args.out / f"{name}.json", data)
-        plotting.save_svg(plotting.kv_cache(data), args.out / f"{name}.svg")
+        cmd.write(f"{name}.json", data)
+        cmd.write(f"{name}.svg", kv_cache_figure(data))
         if args.cache_only:
-            print(
-                f"KV cache {data['kv_cache']['ms_per_token']:.2f} ms per token; "
-                f"wrote {args.out / f'{name}.json'}"
-            )
+            print(f"KV cache {data['kv_cache']['ms_per_token']:.2f} ms per token")
         else:
             print(
                 f"recompute {data['recompute']['ms_per_token']:.2f} ms per token, "
                 f"KV cache {data['kv_cache']['ms_per_token']:.2f} ms: "
-                f"x{data['speedup']:.1f}; wrote {args.out / f'{name}.json'}"
+                f"x{data['speedup']:.1f}"
             )
         return 0
     if args.checkpoint is None:

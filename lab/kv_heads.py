@@ -1,7 +1,7 @@
 """MHA, GQA, MQA and MLA trained on the Markov corpus: loss, parameters, cache, speed.
 
     python -m lab.kv_heads                 # docs/assets/results/kv-heads.json
-    python -m lab.kv_heads --quick --out /tmp/kv-heads.json   # seconds, for the tests
+    python -m lab.kv_heads --quick --out /tmp/kv-heads   # seconds, for the tests
 
 The same small GPT four times, differing only in its attention layer, trained with
 the loop pieces of snippets/train.py on the Markov language whose entropy rate is
@@ -11,25 +11,18 @@ the same windows, the parameter count, the KV cache's bytes at the full context
 greedy generation with the cache. Timings depend on the machine: the file names it.
 """
 
-import argparse
 import dataclasses
 import statistics
 import sys
 import time
-from pathlib import Path
 
 import torch
 
-from lab.common import (
-    RESULTS_DIR,
-    command_line,
-    note_load_after,
-    progress,
-    result_header,
-    write_json,
-)
+from lab.common import RESULTS_DIR, note_load_after
+from lab.experiment import Command, progress
 from snippets.generate import KVCache, forward_with_cache, generate
 from snippets.kv_heads import kv_cache_bytes
+from snippets.measure import time_interleaved
 from snippets.model import GPT, GPTConfig, parameter_count
 from snippets.train import TrainConfig, evaluate, lr_at, make_optimizer, train_step
 from snippets.train_data import (
@@ -104,27 +97,25 @@ def held_bytes(model: GPT) -> int:
 def ms_per_token(models: dict[str, GPT], rounds: int) -> dict[str, list[float]]:
     """Greedy generation with the cache from one token to the full context.
 
-    The variants take turns (A B C D, B C D A, ...) so that a slow spell of the
-    machine is spread over all of them; round 0 is a warm-up, not kept.
+    The variants take turns (time_interleaved), so that a slow spell of the
+    machine is spread over all of them; one warm-up round, not kept.
     """
-    names = list(models)
-    samples = {name: [] for name in names}
     prompt = torch.zeros(1, 1, dtype=torch.long)
-    for round_ in range(rounds + 1):
-        shift = round_ % len(names)
-        for name in names[shift:] + names[:shift]:
-            model = models[name]
-            new = model.config.context_length - 1  # every token fits in the cache
-            start = time.perf_counter()
-            generate(model, prompt, new, greedy=True)
-            seconds = time.perf_counter() - start
-            if round_:
-                samples[name].append(seconds / new * 1e3)
-    return samples
+    jobs = {
+        # every token fits in the cache: context_length - 1 new ones
+        name: lambda m=model: generate(m, prompt, m.config.context_length - 1, greedy=True)
+        for name, model in models.items()
+    }
+    timed = time_interleaved(jobs, rounds, warmup=1)
+    return {
+        name: [s / (models[name].config.context_length - 1) * 1e3 for s in timed[name]["seconds"]]
+        for name in models
+    }
 
 
-def run(settings: dict, command: str) -> dict:
-    header = result_header(SCHEMA, command)  # the machine, and its load before
+def run(settings: dict, header: dict) -> dict:
+    """Train, count and time the four variants; the result file (after header, which
+    records the machine and its load before)."""
     steps = settings["steps"]
     train = TrainConfig(steps=steps, eval_interval=steps, warmup_steps=min(50, steps))
     if steps < 50:  # a smoke test (--quick): less text and validation
@@ -198,18 +189,17 @@ def table(data: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(
-        prog="python -m lab.kv_heads",
-        description="Train MHA, GQA, MQA and MLA on the Markov corpus; write "
+    cmd = Command(
+        "lab.kv_heads",
+        "Train MHA, GQA, MQA and MLA on the Markov corpus; write "
         "loss, parameters, cache bytes and generation speed.",
+        threads=1,
     )
-    p.add_argument("--quick", action="store_true", help="a few steps, for tests")
+    p = cmd.parser
     p.add_argument("--steps", type=int, help="training steps per run")
     p.add_argument("--seeds", type=int, help="runs per variant")
     p.add_argument("--rounds", type=int, help="timed generation rounds")
-    p.add_argument("--threads", type=int, default=1, help="torch threads (1)")
-    p.add_argument("--out", type=Path, default=RESULT)
-    args = p.parse_args(argv)
+    args = cmd.parse(argv)
     settings = dict(QUICK if args.quick else FULL)
     for key in ("steps", "seeds", "rounds"):
         value = getattr(args, key)
@@ -217,11 +207,9 @@ def main(argv: list[str] | None = None) -> int:
             if value <= 0:
                 p.error(f"--{key} ({value}) must be positive")
             settings[key] = value
-    torch.set_num_threads(args.threads)
-    data = run(settings, command_line("lab.kv_heads", argv))
-    write_json(args.out, data)
+    data = run(settings, cmd.header(SCHEMA))
+    cmd.write(RESULT.name, data)
     print(table(data))
-    print(f"wrote {args.out}")
     return 0
 
 

@@ -2,7 +2,6 @@
 
     python -m lab.masks cost            # the page's numbers, a few minutes
     python -m lab.masks cost --quick    # small sizes, seconds (the tests run it)
-    python -m lab.masks figures         # redraw the page's mask figures
 
 `cost` times one attention call with a sliding-window mask three ways, for T
 from 256 to 8192: FlexAttention with a block mask (compiled), the dense mask given
@@ -10,27 +9,21 @@ to F.scaled_dot_product_attention, and full causal SDPA (is_causal=True) for
 reference. It writes docs/assets/results/masks-cost.json and masks-cost.svg and
 prints the table. FlexAttention is compiled once per process
 (compiled_flex_attention); its compile time is reported apart from the runs.
+The page's figures of masks are drawn here too; `python -m lab.figures` redraws them.
 """
 
-import argparse
 import functools
 import statistics
 import sys
 import time
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from torch.nn.attention.flex_attention import create_block_mask
 
-from lab.common import (
-    ARTIFACTS,
-    RESULTS_DIR,
-    command_line,
-    note_load_after,
-    progress,
-    result_header,
-    write_json,
-)
+from lab.common import RESULTS_DIR, note_load_after
+from lab.experiment import Command, describe_machine, int_list, progress, randn
+from lab.style import COLORS, INK, growth_axes, pyplot
 from snippets.attention_cost import compiled_flex_attention
 from snippets.masks import (
     bidirectional_mask,
@@ -40,11 +33,11 @@ from snippets.masks import (
     sliding_window_mask,
     sliding_window_mask_mod,
 )
+from snippets.measure import time_interleaved
 
 SCHEMA = "attention-guide/masks-cost/1"
 COST_FILE = RESULTS_DIR / "masks-cost.json"
 COST_PLOT = RESULTS_DIR / "masks-cost.svg"
-QUICK_DIR = ARTIFACTS / "masks-quick"  # --quick writes here, ignored by git
 WINDOW = 64  # the sliding window of the benchmark, the tests and the page
 DEFAULT_T = [256, 512, 1024, 2048, 4096, 8192]
 QUICK_T = [256, 512]
@@ -100,16 +93,10 @@ def flex_forward(q, k, v, block_mask) -> torch.Tensor:
 
 def block_mask_for(mask_mod, T: int, B: int | None = None):
     """create_block_mask on the CPU, for a (T, T) score matrix."""
-    from torch.nn.attention.flex_attention import create_block_mask
-
     return create_block_mask(mask_mod, B=B, H=None, Q_LEN=T, KV_LEN=T, device="cpu")
 
 
 # ------------------------------------------------------------------ measuring
-
-
-def _randn(*shape: int, seed: int) -> torch.Tensor:
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
 
 
 def _jobs(q, k, v, block_mask, dense) -> dict:
@@ -121,38 +108,13 @@ def _jobs(q, k, v, block_mask, dense) -> dict:
     }
 
 
-def time_rounds(jobs: dict, repetitions: int, warmup: int) -> dict:
-    """Time the jobs taking turns in rotating order (A B C, B C A, ...), two clocks.
-
-    Wall time (perf_counter) includes the time the process waited for a core
-    while other processes ran; CPU time (process_time) counts only the time it
-    ran. With torch on one thread, the CPU time is what the wall time would be
-    on an idle machine, as long as the others leave the caches alone.
-
-    Returns:
-        name -> {"wall_ms": [...], "cpu_ms": [...]}, one entry per kept round.
-    """
-    names = list(jobs)
-    result = {name: {"wall_ms": [], "cpu_ms": []} for name in names}
-    for round_ in range(warmup + repetitions):
-        shift = round_ % len(names)
-        for name in names[shift:] + names[:shift]:
-            wall, cpu = time.perf_counter(), time.process_time()
-            jobs[name]()
-            cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
-            if round_ >= warmup:
-                result[name]["wall_ms"].append(round(wall * 1e3, 4))
-                result[name]["cpu_ms"].append(round(cpu * 1e3, 4))
-    return result
-
-
 def run_cost(seq_lens, window, batch, n_head, head_size, repetitions, warmup) -> dict:
     """Time the three jobs at every T; returns the result file's body."""
     mask_mod = window_mask_mod(window)
     block_mask_for(mask_mod, 128)  # the first call pays for imports: not timed
     results, compile_seconds = [], None
     for T in seq_lens:
-        q, k, v = (_randn(batch, n_head, T, head_size, seed=s) for s in range(3))
+        q, k, v = (randn(batch, n_head, T, head_size, seed=s) for s in range(3))
         start = time.process_time()
         block_mask = block_mask_for(mask_mod, T)
         block_mask_ms = (time.process_time() - start) * 1e3  # CPU time
@@ -167,7 +129,7 @@ def run_cost(seq_lens, window, batch, n_head, head_size, repetitions, warmup) ->
         max_diff = (out_flex - out_dense).abs().max().item()
         jobs = _jobs(q, k, v, block_mask, dense)
         with torch.no_grad():
-            timed = time_rounds(jobs, repetitions, warmup)
+            timed = time_interleaved(jobs, repetitions, warmup)
         row = {
             "seq_len": T,
             # create_block_mask evaluates mask_mod at all T * T pairs: quadratic,
@@ -179,11 +141,15 @@ def run_cost(seq_lens, window, batch, n_head, head_size, repetitions, warmup) ->
             "first_call_s": round(first_call, 3),
         }
         for name in JOBS:
+            # CPU time (process_time) counts only the time the process ran, not the
+            # time it waited for a core: with one thread, the wall time of an idle machine.
+            cpu_ms = [round(s * 1e3, 4) for s in timed[name]["cpu_seconds"]]
+            wall_ms = [round(s * 1e3, 4) for s in timed[name]["seconds"]]
             row[name] = {
-                "cpu_ms": statistics.median(timed[name]["cpu_ms"]),
-                "wall_ms": statistics.median(timed[name]["wall_ms"]),
-                "runs_cpu_ms": timed[name]["cpu_ms"],
-                "runs_wall_ms": timed[name]["wall_ms"],
+                "cpu_ms": statistics.median(cpu_ms),
+                "wall_ms": statistics.median(wall_ms),
+                "runs_cpu_ms": cpu_ms,
+                "runs_wall_ms": wall_ms,
             }
         results.append(row)
         progress(
@@ -221,15 +187,12 @@ def cost_table(data: dict) -> str:
 
 def describe_run(data: dict) -> str:
     """Machine, settings and how busy the machine was, a few lines."""
-    m, s = data["machine"], data["settings"]
+    s = data["settings"]
     rows = data["results"]
     wall = sum(statistics.median(r[j]["runs_wall_ms"]) for r in rows for j in JOBS)
     cpu = sum(statistics.median(r[j]["runs_cpu_ms"]) for r in rows for j in JOBS)
     return (
-        f"{m['cpu_model']}, {m['cpu_count']} cores, torch {m['torch']} with"
-        f" {m['torch_threads']} thread(s), {m['date'][:10]}\n"
-        f"load average (1 min) before the run: {m['load_1min_before']},"
-        f" after: {m['load_1min_after']}\n"
+        f"{describe_machine(data, brief=True)}\n"
         f"wall time / CPU time of the runs: {wall / cpu:.2f}\n"
         f"B={s['batch']}, H={s['n_head']}, D={s['head_size']}, window={s['window']},"
         f" float32, forward\nmedian CPU time of {s['repetitions']} runs"
@@ -242,8 +205,6 @@ def describe_run(data: dict) -> str:
 
 def cost_plot(data: dict):
     """Milliseconds per call against T, log-log, with guides rising like T and T²."""
-    from lab.plotting import COLORS, growth_axes, pyplot
-
     plt = pyplot()
     seq_lens = [row["seq_len"] for row in data["results"]]
     fig, ax = plt.subplots(figsize=(6.4, 3.8))
@@ -280,9 +241,7 @@ FIGURES = {  # file stem -> (title, the mask drawn)
 
 def mask_figure(mask: torch.Tensor, title: str):
     """A (T, T) mask as a grid: a filled cell where query i may see key j."""
-    from matplotlib.colors import ListedColormap
-
-    from lab.plotting import COLORS, INK, pyplot
+    from matplotlib.colors import ListedColormap  # matplotlib only when drawing (lab.style)
 
     plt = pyplot()
     T = mask.size(-1)
@@ -305,30 +264,20 @@ def mask_figure(mask: torch.Tensor, title: str):
     return fig
 
 
-def figure_path(stem: str, out=RESULTS_DIR):
-    return out / f"masks-{stem}.svg"
-
-
-def draw_figures(out=RESULTS_DIR) -> list:
-    """Write every mask figure into out; returns the paths."""
-    from lab.plotting import save_svg
-
-    paths = []
-    for stem, (title, mask) in FIGURES.items():
-        paths.append(save_svg(mask_figure(mask(), title), figure_path(stem, out)))
-    return paths
+def figure_path(stem: str):
+    """Where the committed figure of FIGURES[stem] is."""
+    return RESULTS_DIR / f"masks-{stem}.svg"
 
 
 # ------------------------------------------------------------------ command line
 
 
-def cmd_cost(args, argv: list[str]) -> dict:
+def cmd_cost(cmd: Command) -> dict:
+    args = cmd.args
     seq_lens = sorted(set(args.seq_lens or (QUICK_T if args.quick else DEFAULT_T)))
     repetitions = args.repetitions or (3 if args.quick else 15)
     warmup = 1 if args.quick else 3
-    out = args.out or (QUICK_DIR if args.quick else RESULTS_DIR)
-    torch.set_num_threads(args.threads)
-    header = result_header(SCHEMA, command_line("lab.masks", argv))
+    header = cmd.header(SCHEMA)
     settings = {
         "seq_lens": seq_lens,
         "window": args.window,
@@ -356,54 +305,28 @@ def cmd_cost(args, argv: list[str]) -> dict:
         "elapsed_seconds": round(time.perf_counter() - start, 1),
         **body,
     }
-    from lab.plotting import save_svg
-
-    out.mkdir(parents=True, exist_ok=True)
-    progress(f"wrote {write_json(out / COST_FILE.name, data)}")
-    progress(f"wrote {save_svg(cost_plot(data), out / COST_PLOT.name)}")
+    cmd.write(COST_FILE.name, data)
+    cmd.write(COST_PLOT.name, cost_plot(data))
     print(describe_run(data))
     print(f"compile (first call, T={seq_lens[0]}): {data['compile_seconds']} s")
     print(cost_table(data))
     return data
 
 
-def cmd_figures(args, argv: list[str]) -> None:
-    for path in draw_figures(args.out or RESULTS_DIR):
-        progress(f"wrote {path}")
-
-
-def _ints(text: str) -> list[int]:
-    try:
-        values = [int(t) for t in text.split(",")]
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected ints like 256,512") from err
-    if any(v < 128 for v in values):
-        raise argparse.ArgumentTypeError(f"{text!r}: each T must be >= 128")
-    return values
-
-
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m lab.masks", description=__doc__)
-    sub = p.add_subparsers(dest="command", required=True)
-    cost = sub.add_parser("cost", help="time a sliding window three ways")
-    cost.add_argument("--quick", action="store_true", help="T=256,512, 3 runs")
-    cost.add_argument("--seq-lens", type=_ints, help="comma-separated T values")
+def command() -> Command:
+    cmd = Command("lab.masks", __doc__, threads=1, subcommands=True)
+    cost = cmd.subcommand("cost", help="time a sliding window three ways (--quick: T=256,512)")
+    # 128: FlexAttention's block size, the smallest T its block mask covers.
+    cost.add_argument("--seq-lens", type=int_list(minimum=128), help="T values, each >= 128")
     cost.add_argument("--window", type=int, default=WINDOW)
     cost.add_argument("--repetitions", type=int, help="timed runs per job and T")
-    cost.add_argument("--threads", type=int, default=1, help="torch threads (default 1, see page)")
-    cost.add_argument("--out", type=Path, help="folder for the JSON and the plot")
-    figures = sub.add_parser("figures", help="draw the mask figures")
-    figures.add_argument("--out", type=Path, help="folder (default: the site's)")
-    return p
+    return cmd
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    args = parser().parse_args(argv)
-    if args.command == "cost":
-        cmd_cost(args, argv)
-    else:
-        cmd_figures(args, argv)
+    cmd = command()
+    cmd.parse(argv)
+    cmd_cost(cmd)
     return 0
 
 

@@ -1,40 +1,42 @@
 """Five position schemes, one model, one corpus: the positions page's experiment.
 
     python -m lab.positions            # writes docs/assets/results/positions.json + SVGs
-    python -m lab.positions --quick --out /tmp/positions   # seconds: the suite's run
+    python -m lab.positions --quick    # seconds: the suite's run
 
 The same small GPT is trained on the guide's Markov language with each scheme in
 snippets/positions.py (same seed, steps, sizes, batches). Validation loss is measured
 on the same held-out tokens cut into windows of the training length, 2x and 4x, and
 reported as excess nats over the language's entropy rate (the lowest loss possible).
+The page's figures are drawn here too; `python -m lab.figures` redraws them.
 """
 
-import argparse
 import dataclasses
+import math
 import sys
 import time
-from pathlib import Path
 
 import torch
 
-from lab import plotting
-from lab.common import RESULTS_DIR, command_line, progress, result_header, write_json
+from lab.common import RESULTS_DIR
+from lab.experiment import Command, progress
+from lab.style import COLORS, INK, pyplot
 from snippets.data import get_batch
 from snippets.model import GPT, GPTConfig
-from snippets.positions import POSITIONS, WITHOUT_TABLE
+from snippets.positions import (
+    POSITIONS,
+    WITHOUT_TABLE,
+    alibi_bias,
+    alibi_slopes,
+    apply_rope,
+    rope_frequencies,
+    sinusoidal_positions,
+)
 from snippets.train import lr_at, make_optimizer, train_step
 from snippets.train_data import load_corpus, markov_loss
 
 RESULT_FILE = RESULTS_DIR / "positions.json"
 SCHEMA = "attention-guide/positions/1"
 FACTORS = (1, 2, 4)  # evaluation lengths, in multiples of the training length
-FIGURES = {  # file name -> the lab.plotting function drawing it
-    "positions-sinusoidal.svg": lambda result: plotting.sinusoidal_table(),
-    "positions-rope.svg": lambda result: plotting.rope_rotation(),
-    "positions-alibi.svg": lambda result: plotting.alibi_biases(),
-    "positions-learned.svg": plotting.learned_similarity,
-    "positions-excess.svg": plotting.position_excess,
-}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -134,10 +136,10 @@ def learned_similarity(model: GPT) -> list[list[float]]:
     return [[round(x, 3) for x in row] for row in (unit @ unit.T).tolist()]  # (T, T)
 
 
-def run(setup: Setup, command: str) -> dict:
-    """Train and score the five models; the content of the result file."""
+def run(setup: Setup, header: dict) -> dict:
+    """Train and score the five models; the content of the result file (after header)."""
     corpus = load_corpus("markov", setup.corpus_chars)
-    result = result_header(SCHEMA, command)
+    result = dict(header)
     rows, models = [], {}
     for position in POSITIONS:
         progress(f"training with position={position!r}")
@@ -159,6 +161,109 @@ def run(setup: Setup, command: str) -> dict:
     return result
 
 
+# ------------------------------------------------------------------ figures
+
+
+def sinusoidal_figure(T: int = 64, C: int = 64):
+    """The sinusoidal position table (snippets.positions), channels against positions."""
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(6.4, 3.2))
+    table = sinusoidal_positions(T, C).T.numpy()  # (C, T): positions along x
+    image = ax.imshow(table, aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1)
+    ax.set_xlabel("position t")
+    ax.set_ylabel("channel")
+    fig.colorbar(image, ax=ax)
+    fig.tight_layout()
+    return fig
+
+
+def rope_figure(D: int = 16, positions: int = 12):
+    """One vector at positions 0 .. positions - 1: three of its RoPE pairs turning on
+    the unit circle, each at its own speed."""
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(4.4, 4.4))
+    circle = torch.linspace(0, 2 * math.pi, 200)
+    ax.plot(circle.cos().numpy(), circle.sin().numpy(), color=INK, linewidth=0.6)
+    x = torch.zeros(positions, D)
+    x[:, 0::2] = 1.0  # every pair starts at (1, 0)
+    y = apply_rope(x).numpy()  # row t: the vector at position t
+    theta = rope_frequencies(D).tolist()
+    for i in (0, 1, 2):
+        label = f"pair {i}: {theta[i]:.3g} rad per position"
+        ax.plot(y[:, 2 * i], y[:, 2 * i + 1], "o", markersize=4, label=label)
+    for t in range(7):  # pair 0 turns one radian per position: number its first points
+        ax.annotate(f"{t}", (y[t, 0] * 1.12, y[t, 1] * 1.12), ha="center", va="center")
+    ax.set_aspect("equal")
+    ax.set_xlim(-1.35, 1.35)
+    ax.set_ylim(-1.35, 1.35)
+    ax.set_xlabel("channel 2i")
+    ax.set_ylabel("channel 2i + 1")
+    ax.legend(fontsize="small", loc="center")
+    fig.tight_layout()
+    return fig
+
+
+def alibi_figure(n_head: int = 8, T: int = 16):
+    """The bias ALiBi adds to a score, against the distance back, one line per head."""
+    plt = pyplot()
+    bias = alibi_bias(n_head, T)[:, -1].flip(-1).numpy()  # (H, T): last query, distance 0..
+    slopes = alibi_slopes(n_head).tolist()
+    fig, ax = plt.subplots(figsize=(6.4, 3.2))
+    for h in range(n_head):
+        style = "-" if h < len(COLORS) else "--"  # more heads than colours
+        label = f"head {h}: slope 1/{round(1 / slopes[h])}"
+        ax.plot(range(T), bias[h], style, label=label)
+    ax.set_xlabel("distance i - j back from the query")
+    ax.set_ylabel("bias added to the score")
+    ax.grid(True)
+    ax.legend(fontsize="x-small", ncol=2)
+    fig.tight_layout()
+    return fig
+
+
+def learned_figure(data: dict):
+    """Cosine similarity of the trained "learned" position vectors, position against
+    position (a result of `python -m lab.positions`)."""
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(4.4, 3.8))
+    image = ax.imshow(data["learned_similarity"], cmap="RdBu_r", vmin=-1, vmax=1)
+    ax.set_xlabel("position")
+    ax.set_ylabel("position")
+    fig.colorbar(image, ax=ax, label="cosine similarity")
+    fig.tight_layout()
+    return fig
+
+
+def excess_figure(data: dict):
+    """Excess loss of each position scheme at 1x, 2x, 4x the training length (a result
+    of `python -m lab.positions`)."""
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(6.4, 3.2))
+    for row in data["rows"]:
+        factors = [f for f in data["factors"] if row[f"excess_{f}x"] is not None]
+        excess = [row[f"excess_{f}x"] for f in factors]
+        ax.plot(factors, excess, marker="o", label=row["position"])
+    ax.axhline(data["chain_excess"], color=INK, linestyle="--", label="the chain itself")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(data["factors"], [f"{f}x" for f in data["factors"]])
+    ax.minorticks_off()
+    ax.set_xlabel("evaluation length / training length")
+    ax.set_ylabel("excess loss, nats per character")
+    ax.grid(True)
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    return fig
+
+
+FIGURES = {  # file name -> the function drawing it from a result
+    "positions-sinusoidal.svg": lambda result: sinusoidal_figure(),
+    "positions-rope.svg": lambda result: rope_figure(),
+    "positions-alibi.svg": lambda result: alibi_figure(),
+    "positions-learned.svg": learned_figure,
+    "positions-excess.svg": excess_figure,
+}
+
+
 # ------------------------------------------------------------------ command
 
 
@@ -178,18 +283,15 @@ def table(result: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m lab.positions", description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="tiny sizes: a few seconds")
-    parser.add_argument("--out", type=Path, default=RESULTS_DIR, help="folder for JSON and SVGs")
-    args = parser.parse_args(argv)
-    torch.set_num_threads(1)  # the same sums in the same order on every machine
+    # One thread by default: the same sums in the same order on every machine.
+    cmd = Command("lab.positions", __doc__, threads=1)
+    args = cmd.parse(argv)
     setup = QUICK if args.quick else FULL
-    result = run(setup, command_line("lab.positions", argv))
-    write_json(args.out / RESULT_FILE.name, result)
+    result = run(setup, cmd.header(SCHEMA))
+    cmd.write(RESULT_FILE.name, result)
     for name, draw in FIGURES.items():
-        plotting.save_svg(draw(result), args.out / name)
+        cmd.write(name, draw(result))
     print(table(result))
-    progress(f"wrote {args.out / RESULT_FILE.name} and {len(FIGURES)} figures")
     return 0
 
 

@@ -12,23 +12,16 @@ band of positions as excess nats over the language's entropy rate, and the
 attention each layer puts on the first token.
 """
 
-import argparse
 import dataclasses
 import sys
 import time
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
-from lab.common import (
-    RESULTS_DIR,
-    command_line,
-    note_load_after,
-    progress,
-    result_header,
-    write_json,
-)
+from lab.common import RESULTS_DIR, note_load_after
+from lab.experiment import Command, progress
+from lab.model_cache import trained_char_gpt
 from lab.positions import FULL, QUICK, train_one
 from snippets.char_gpt import CharGPTConfig, train_char_gpt
 from snippets.corpus import guide_text
@@ -92,25 +85,22 @@ def first_token_share(model, ids: torch.Tensor, window: int, n_windows: int) -> 
 
 def guide_gpt_first_token(quick: bool) -> dict:
     """The same measurement on the guide's GPT of the see-attention page: learned
-    positions, trained on the guide's text (lab.models caches it; --quick trains
+    positions, trained on the guide's text (lab.model_cache keeps it; --quick trains
     a few steps instead, without touching that cache)."""
     text = guide_text()
     if quick:
         model, _ = train_char_gpt(CharGPTConfig(steps=5))
         char = CharTokenizer.from_text(text)
     else:
-        from lab.models import trained_char_gpt
-
         model, char, _ = trained_char_gpt()
     ids = torch.tensor(char.encode(text), dtype=torch.long)
     # The text it was trained on: this measures where attention goes, not a loss.
     return first_token_share(model.eval(), ids, model.config.context_length, 64)
 
 
-def run(setup, run_: Run, command: str, quick: bool = False) -> dict:
-    """Train, read the streams four ways, measure first-token attention."""
+def run(setup, run_: Run, header: dict, quick: bool = False) -> dict:
+    """Train, read the streams four ways, measure first-token attention (after header)."""
     corpus = load_corpus("markov", setup.corpus_chars)
-    header = result_header(SCHEMA, command)
     started = time.process_time()
     progress(f"training the RoPE model ({setup.steps} steps, T={setup.context_length})")
     model, row = train_one(setup, "rope", corpus)
@@ -197,21 +187,18 @@ def attention_table(data: dict, key: str = "first_token") -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the experiment, write the result file, print both tables."""
-    parser = argparse.ArgumentParser(prog="python -m lab.streaming", description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="tiny sizes: a few seconds")
-    parser.add_argument("--out", type=Path, default=RESULTS_DIR, help="folder for the JSON")
-    args = parser.parse_args(argv)
-    torch.set_num_threads(1)  # the same sums in the same order on every machine
+    # One thread by default: the same sums in the same order on every machine.
+    cmd = Command("lab.streaming", __doc__, threads=1)
+    args = cmd.parse(argv)
     setup = QUICK if args.quick else FULL
     run_ = Run(streams=2, sinks=2) if args.quick else Run()
-    data = run(setup, run_, command_line("lab.streaming", argv), quick=args.quick)
-    path = write_json(Path(args.out) / RESULT_FILE.name, data)
+    data = run(setup, run_, cmd.header(SCHEMA), quick=args.quick)
+    cmd.write(RESULT_FILE.name, data)
     print(loss_table(data))
     print()
     print(attention_table(data))
     print()
     print(attention_table(data, "first_token_guide_gpt"))
-    progress(f"wrote {path}")
     return 0
 
 

@@ -1,5 +1,6 @@
 """Training from the command line: a run, its progress bar and loss plot, the
-schedule plot, and the throughput benchmark of the optimization page.
+schedule plot, and the throughput benchmark of the optimization page. The page's
+training figures are drawn here; `python -m lab.figures` redraws them.
 
     python -m lab.train --corpus markov --steps 800 --out runs/markov
     python -m lab.train --corpus markov --steps 800 --out runs/markov --resume
@@ -23,7 +24,6 @@ import textwrap
 import time
 from pathlib import Path
 
-import torch
 import torch.distributed as dist
 from tqdm import tqdm
 
@@ -31,15 +31,14 @@ from lab.common import (
     TRAINING_RESULTS,
     command_line,
     note_load_after,
-    progress,
     result_header,
-    write_json,
     write_text,
 )
-from lab.plotting import loss_curve, lr_schedule, save_svg
+from lab.experiment import Command, progress
+from lab.style import INK, pyplot, save_svg
 from snippets.measure import time_interleaved
 from snippets.throughput import BENCH_BATCH, BENCH_MODEL, ladder, make_bench_step
-from snippets.train import CHECKPOINT, HISTORY, TrainConfig, train
+from snippets.train import CHECKPOINT, HISTORY, TrainConfig, lr_at, train
 from snippets.train_data import MARKOV
 
 LOSS_PLOT = "loss.svg"  # beside the run's checkpoint and history
@@ -78,6 +77,61 @@ def _process_seconds() -> float | None:
     except (OSError, ValueError, IndexError):
         return None
     return round(uptime - ticks / os.sysconf("SC_CLK_TCK"), 2)
+
+
+# ------------------------------------------------------------------ figures
+
+
+def loss_curve(history: dict):
+    """Loss against seconds of training: the whole run and, with a known best
+    loss, a close-up of the end (a history of snippets.train.train)."""
+    plt = pyplot()
+    records = history["records"]
+    best = history.get("best_loss")
+    trained = [r for r in records if "train_loss" in r]  # not the step-0 record
+    fig, axes = plt.subplots(1, 2 if best is not None else 1, figsize=(8, 3.4), squeeze=False)
+    for ax in axes[0]:
+        ax.plot(
+            [r["seconds"] for r in trained],
+            [r["train_loss"] for r in trained],
+            label="train (mean since last point)",
+        )
+        ax.plot(
+            [r["seconds"] for r in records],
+            [r["val_loss"] for r in records],
+            label="validation",
+            marker=".",
+        )
+        if best is not None:
+            ax.axhline(best, color=INK, linestyle="--", label="entropy rate H")
+            ax.axhspan(best, best + 0.1, color=INK, alpha=0.15, label="within 0.1 nats of H")
+        ax.set_xlabel("seconds of training")
+        ax.grid(True)
+    axes[0][0].set_ylabel("loss, nats per token")
+    axes[0][0].legend(fontsize="small")
+    if best is not None:
+        close = axes[0][1]
+        close.set_ylim(best - 0.03, best + 0.12)
+        close.set_title("close-up", fontsize="small")
+    fig.tight_layout()
+    return fig
+
+
+def lr_schedule(config):
+    """The learning rate of every step of a run with this TrainConfig."""
+    plt = pyplot()
+    steps = range(config.steps + config.steps // 5)  # and a little past the end
+    args = (config.lr, config.min_lr, config.warmup_steps, config.steps)
+    fig, ax = plt.subplots(figsize=(6.4, 3.2))
+    ax.plot(list(steps), [lr_at(s, *args) for s in steps])
+    ax.axvline(config.warmup_steps, color=INK, linestyle=":", label="end of warmup")
+    ax.axvline(config.steps, color=INK, linestyle="--", label="last step")
+    ax.set_xlabel("optimizer step")
+    ax.set_ylabel("learning rate")
+    ax.grid(True)
+    ax.legend()
+    fig.tight_layout()
+    return fig
 
 
 # ------------------------------------------------------------------ throughput
@@ -157,12 +211,17 @@ def throughput_table(data: dict) -> str:
 # ------------------------------------------------------------------ command line
 
 
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m lab.train",
-        description="Train the guide's GPT on a CPU; also under torchrun (DDP).",
+def command() -> Command:
+    """The command line: --out is the run's folder (ckpt.pt, history.json, loss.svg),
+    or with --bench-throughput where throughput.json goes."""
+    cmd = Command(
+        "lab.train",
+        "Train the guide's GPT on a CPU; also under torchrun (DDP).",
+        threads=None,
+        out=TRAINING_RESULTS,
+        quick=False,
     )
-    p.add_argument("--out", type=Path, help="folder for ckpt.pt, history.json and loss.svg")
+    p = cmd.parser
     p.add_argument(
         "--resume",
         action="store_true",
@@ -175,11 +234,6 @@ def parser() -> argparse.ArgumentParser:
         help="stop after this step, as if interrupted (for --resume)",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.add_argument(
-        "--threads",
-        type=int,
-        help="torch threads per process (default: torch's choice)",
-    )
     run = p.add_argument_group("run settings (snippets.train.TrainConfig)")
     help_texts = field_comments(TrainConfig)
     for field in dataclasses.fields(TrainConfig):
@@ -206,7 +260,7 @@ def parser() -> argparse.ArgumentParser:
         "--bench-throughput",
         action="store_true",
         help="tokens/s of the readable and the fast paths, taking "
-        "turns; writes OUT or the committed throughput.json",
+        "turns; writes throughput.json into OUT or the committed folder",
     )
     bench.add_argument(
         "--rounds",
@@ -226,30 +280,27 @@ def parser() -> argparse.ArgumentParser:
         metavar="SVG",
         help="draw the learning-rate schedule of the settings",
     )
-    return p
+    return cmd
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; argv defaults to sys.argv[1:]."""
-    argv = sys.argv[1:] if argv is None else list(argv)
-    p = parser()
-    args = p.parse_args(argv)
+    cmd = command()
+    p = cmd.parser
+    args = cmd.parse(argv)
+    argv = cmd.argv
     fields = {f.name for f in dataclasses.fields(TrainConfig)}
     try:
         config = TrainConfig(**{k: v for k, v in vars(args).items() if k in fields})
     except ValueError as err:
         p.error(str(err))
-    if args.threads:
-        torch.set_num_threads(args.threads)
     if args.plot_schedule:
         save_svg(lr_schedule(config), args.plot_schedule)
         return 0
     if args.bench_throughput:
         data = bench_throughput(args.rounds, args.bench_steps, config.compile, argv)
         print(throughput_table(data))
-        path = args.out or TRAINING_RESULTS / "throughput.json"
-        write_json(path, data)
-        print(f"wrote {path}")
+        cmd.write("throughput.json", data)
         return 0
     if args.out is None:
         p.error("--out is required to train, e.g. --out runs/markov")

@@ -2,7 +2,7 @@
 set of weights, and the same layer written inline.
 
 Needs torch and snippets/attention.py; snippets/measure.py measures them, and
-`python -m lab.bench` runs the measurements. Shape letters as in
+`python -m lab.attention_cost` runs the measurements. Shape letters as in
 snippets/attention.py: B batch, T sequence length, C channels, H heads, D head size.
 """
 

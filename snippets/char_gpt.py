@@ -2,7 +2,8 @@
 
 Needs torch and this folder's modules. Shape letters: B batch, T sequence length,
 L layers, H heads. The "See attention" notebook draws what these models attend to;
-lab/models.py keeps the trained models in a cache and exports the explorer's data.
+lab/model_cache.py keeps the trained models in a cache, lab/see_attention.py exports
+the explorer's data.
 """
 
 # --8<-- [start:imports]

@@ -77,3 +77,13 @@ def pytest_terminal_summary(terminalreporter, config):
         terminalreporter.section("pages in the browser (tests/test_browser.py)")
         for line in lines:
             terminalreporter.write_line(line)
+
+
+@pytest.fixture(scope="session")
+def site_browser(browser, site_server):
+    """The one tab all page checks share (so the cache warms up as for a reader)."""
+    from tests.browser.visit import SiteBrowser
+
+    tab = SiteBrowser(browser, site_server.origin)
+    yield tab
+    tab.close()

@@ -1,55 +1,175 @@
-"""Which tests share a pytest-xdist worker (pytest.ini runs the suite on every core, up to four).
+"""Which tests share a pytest-xdist worker, and which start first.
 
 A page's blocks share one namespace and run in order, so a page goes to one worker. The tests
 that use the built site share its session fixtures (one build, one browser), so they go to one
-worker together. Each run of the pages under another CPU setting (tests/test_portability.py) is
-a process of its own and may go anywhere. Everything else is grouped by module, so that
+worker together. Each run of the pages under another CPU setting (tests/pages/test_portability.py)
+is a process of its own and may go anywhere. Everything else is grouped by module, so that
 module-scoped fixtures are built once.
 
-xdist's own `--dist loadgroup` cannot do this with pytest 9.2: it renames grouped tests through
-an attribute (`item._nodeid`) that pytest 9 no longer reads, and the groups are ignored.
+The run lasts at least as long as its longest unit, the built site's (a build, then every page
+in a real browser): it starts first, and the other units follow longest first, so that no long
+unit starts last while the other worker idles. Every other test runs at a lower CPU priority
+(and so do the processes it starts): it takes the CPU only when the built site leaves it.
 
-The built site's tests are the run's longest chain (a build, then every page in a real browser,
-one after another), so the whole run lasts as long as they do. Every other test runs at a lower
-CPU priority (and so do the processes it starts): it takes the CPU only when they leave it.
+The scheduler implements xdist's public `Scheduling` protocol (xdist.scheduler.protocol),
+handed over through the `pytest_xdist_make_scheduler` hook, rather than overriding a private
+method of one of xdist's own schedulers. (`--dist loadgroup` cannot group: with pytest 9.2 it
+renames tests through `item._nodeid`, which pytest no longer reads.)
 """
+
+from __future__ import annotations
 
 import contextlib
 import os
 
 import pytest
 
+SITE = "the built site"
 SHARE_THE_BUILT_SITE = {
-    "tests/test_site.py",
+    "tests/pages/test_site.py",
     "tests/test_browser.py",
+    "tests/test_browser_planted.py",
     "tests/hooks/test_explorer_data.py",
     "tests/hooks/test_notebook_cache.py",
-    "tests/lab/test_models.py",
+    "tests/hooks/test_search_math.py",
+    "tests/lab/test_model_cache.py",
     "tests/pages/test_see_attention.py",
     "tests/pages/test_attention_explorer.py",
+    "tests/pages/test_downloads.py",
+    "tests/pages/test_take_away.py",
 }
-ONE_PER_WORKER = {"tests/test_portability.py"}
+ONE_PER_WORKER = {"tests/pages/test_portability.py"}
+# Known long units, started right after the built site (each runs every page in a new process).
+LONG_FIRST = ("tests/pages/test_portability.py",)
 
 
 def scope_of(nodeid: str) -> str:
     """The unit of work a test belongs to: tests of one unit run in one worker, in order."""
     file = nodeid.split("::", 1)[0]
     if file in SHARE_THE_BUILT_SITE:
-        return "the built site"
+        return SITE
     if file in ONE_PER_WORKER:
         return nodeid
     return file  # a page, or a test module
 
 
+def start_order(units: dict[str, list[str]]) -> list[str]:
+    """The built site first, then the known long units, then the rest by size, largest first
+    (the order is stable, so equal units keep their collection order)."""
+
+    def rank(scope: str) -> tuple[int, int]:
+        if scope == SITE:
+            return (0, 0)
+        if scope.split("::", 1)[0] in LONG_FIRST:
+            return (1, 0)
+        return (2, -len(units[scope]))
+
+    return sorted(units, key=rank)
+
+
+class ByPageAndSite:
+    """Whole units to each worker, never split: a worker gets its next unit when fewer than
+    two of its tests are left."""
+
+    def __init__(self, numnodes: int, log=None):
+        self.numnodes = numnodes  # how many workers will send a collection
+        self.log = log.bypageandsite if log is not None else (lambda *args: None)
+        self.collections: dict = {}  # node -> the nodeids it collected
+        self.pending: dict = {}  # node -> indices (into its collection) sent but not done
+        self.queue: list[list[str]] = []  # units not yet sent, in start order
+        self.collection: list[str] | None = None
+
+    @property
+    def nodes(self) -> list:
+        return list(self.pending)
+
+    @property
+    def collection_is_completed(self) -> bool:
+        return len(self.collections) >= self.numnodes
+
+    @property
+    def tests_finished(self) -> bool:
+        if not self.collection_is_completed or self.queue:
+            return False
+        return all(len(pending) < 2 for pending in self.pending.values())
+
+    @property
+    def has_pending(self) -> bool:
+        return bool(self.queue) or any(self.pending.values())
+
+    def add_node(self, node) -> None:
+        self.pending[node] = []
+
+    def add_node_collection(self, node, collection) -> None:
+        if self.collection is not None and list(collection) != self.collection:
+            self.log(f"worker {node.gateway.id} collected other tests; it gets no work")
+            return
+        self.collections[node] = list(collection)
+
+    def mark_test_complete(self, node, item_index: int, duration: float = 0) -> None:
+        self.pending[node].remove(item_index)
+        self._feed(node)
+
+    def mark_test_pending(self, item: str):
+        raise NotImplementedError
+
+    def remove_pending_tests_from_node(self, node, indices) -> None:
+        raise NotImplementedError
+
+    def remove_node(self, node) -> str | None:
+        """A worker left: if it crashed, its unfinished tests go back to the front of the queue
+        (the crashed test is reported by xdist) and the others take them."""
+        pending = self.pending.pop(node, [])
+        collection = self.collections.get(node)
+        if not pending:
+            return None
+        crashed = collection[pending[0]]
+        self.queue.insert(0, [collection[i] for i in pending[1:]])
+        if not self.queue[0]:
+            self.queue.pop(0)
+        for other in self.nodes:
+            self._feed(other)
+        return crashed
+
+    def schedule(self) -> None:
+        if self.collection is not None:  # a worker joined later
+            for node in self.nodes:
+                self._feed(node)
+            return
+        collections = list(self.collections.values())
+        if any(c != collections[0] for c in collections[1:]):
+            raise pytest.UsageError("the xdist workers collected different tests")
+        self.collection = collections[0]
+        units: dict[str, list[str]] = {}
+        for nodeid in self.collection:
+            units.setdefault(scope_of(nodeid), []).append(nodeid)
+        self.queue = [units[scope] for scope in start_order(units)]
+        for node in self.nodes[len(self.queue) :]:  # more workers than units
+            self.pending.pop(node)
+            node.shutdown()
+        for node in self.nodes:
+            self._feed(node)
+
+    def _feed(self, node) -> None:
+        # Two tests in hand: a worker runs a test only once it knows the next one (pytest's
+        # `nextitem`), so with one it would wait for work that never comes.
+        if node.shutting_down:
+            return
+        while len(self.pending[node]) < 2 and self.queue:
+            unit = self.queue.pop(0)
+            position = {nodeid: i for i, nodeid in enumerate(self.collections[node])}
+            indices = [position[nodeid] for nodeid in unit]
+            self.pending[node].extend(indices)
+            node.send_runtest_some(indices)
+        if not self.queue:
+            node.shutdown()  # the worker finishes what it holds, then stops
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
-    from xdist.scheduler import LoadScopeScheduling
+    from xdist.workermanage import parse_tx_spec_config
 
-    class ByPageAndSite(LoadScopeScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            return scope_of(nodeid)
-
-    return ByPageAndSite(config, log)
+    return ByPageAndSite(len(parse_tx_spec_config(config)), log)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -58,6 +178,6 @@ def pytest_runtest_setup(item):
     the rest at a lower one (`nice` 10). Only under xdist, where the two share the cores."""
     if not hasattr(item.config, "workerinput"):
         return
-    niceness = 0 if scope_of(item.nodeid) == "the built site" else 10
+    niceness = 0 if scope_of(item.nodeid) == SITE else 10
     with contextlib.suppress(OSError):  # raising it back to 0 needs root; CI runs as root
         os.setpriority(os.PRIO_PROCESS, 0, niceness)

@@ -1,12 +1,12 @@
 """Tests for hooks/explorer_data.py: the built site holds the explorer's JSON exactly as
-lab/models.py's explorer_data() makes it, and only pages with an explorer load its script."""
+lab/see_attention.py's explorer_data() makes it, and only pages with an explorer load its script."""
 
 import json
 
 import pytest
 import torch
 
-from lab import models
+from lab import see_attention
 from snippets.masks import attention_mask, causal_mask
 
 
@@ -16,7 +16,7 @@ def exported(built_site) -> dict:
 
 
 def test_built_json_is_what_the_code_exports(exported):
-    assert exported == models.explorer_data()
+    assert exported == see_attention.explorer_data()
 
 
 def test_exported_rows_are_attention_rows(exported):

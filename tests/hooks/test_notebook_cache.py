@@ -9,10 +9,10 @@ from tests.code_copy import assert_key_follows_the_code, copy_of_the_code
 def test_notebook_cache_key_covers_what_the_notebook_imports(tmp_path, monkeypatch):
     copy = copy_of_the_code(tmp_path)
     monkeypatch.setattr(notebook_cache, "ROOT", copy)
-    monkeypatch.setattr(notebook_cache, "MODEL_CACHE", copy / "lab" / "models.py")
+    monkeypatch.setattr(notebook_cache, "MODEL_CACHE", copy / "lab" / "see_attention.py")
     notebook = copy / "docs" / "see-attention.py"
     modules = {p.name for p in fingerprint.imported_modules([notebook], copy)}
-    assert {"models.py", "char_gpt.py", "induction.py", "plotting.py", "model.py"} <= modules
+    assert {"model_cache.py", "char_gpt.py", "induction.py", "style.py", "model.py"} <= modules
     assert_key_follows_the_code(copy, lambda: notebook_cache.code_fingerprint([notebook]))
 
 

@@ -4,7 +4,7 @@ import dataclasses
 
 import torch
 
-from lab.models import trained_char_gpt
+from lab.model_cache import trained_char_gpt
 from snippets.char_gpt import CharGPTConfig, gpt_attention
 from snippets.model import GPT, GPTConfig
 

@@ -23,13 +23,13 @@ import sys
 
 import pytest
 
-from tests.conftest import ROOT
+from lab.common import ROOT
 
 SETTINGS = {
     "avx2-kernels": {"ATEN_CPU_CAPABILITY": "avx2"},
     "plain-kernels": {"ATEN_CPU_CAPABILITY": "default"},
     "old-mkl-onednn": {"MKL_ENABLE_INSTRUCTIONS": "SSE4_2", "ONEDNN_MAX_CPU_ISA": "SSE41"},
-    # A passive wait: with the other xdist worker busy, spinning threads took 10x longer here.
+    # A passive wait: threads that spin for work would take the core from the other worker.
     "2-threads": {"GUIDE_TORCH_THREADS": "2", "OMP_WAIT_POLICY": "PASSIVE"},
 }
 
@@ -82,9 +82,9 @@ def explain(setting: str, proc: subprocess.CompletedProcess) -> str:
 
 @pytest.mark.parametrize("setting", SETTINGS)
 def test_pages_hold_under(setting):
-    # Another CPU is another machine, with an inductor cache of its own: a kernel compiled and
-    # cached under this machine's AVX-512 and reused under ATEN_CPU_CAPABILITY=avx2 gave wrong
-    # FlexAttention outputs here, with no error (docs/masks.md tells the story).
+    # Another CPU is another machine, with an inductor cache of its own: a kernel compiled
+    # under this machine's AVX-512 and reused under ATEN_CPU_CAPABILITY=avx2 gives wrong
+    # FlexAttention outputs, with no error (docs/masks.md).
     cache = {"TORCHINDUCTOR_CACHE_DIR": str(ROOT / ".cache" / "inductor" / setting)}
     # contributing.md's one running block is a pytest run of attention.md, already run here.
     proc = run_pages({**SETTINGS[setting], **cache}, "docs", "--ignore", "docs/contributing.md")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from lab.common import ROOT
 
 BIN = Path(sys.executable).parent
 

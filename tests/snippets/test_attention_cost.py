@@ -11,6 +11,7 @@ import pytest
 import torch
 from torch.testing import assert_close
 
+from lab.common import ROOT
 from snippets.attention import CausalSelfAttention, MultiHeadAttention
 from snippets.attention_cost import (
     FORWARD_ONLY,
@@ -25,7 +26,6 @@ from snippets.attention_cost import (
     torch_mha_mask,
 )
 from snippets.measure import peak_memory
-from tests.conftest import ROOT
 
 COMMITTED = ROOT / "docs" / "assets" / "results"
 SVG = "{http://www.w3.org/2000/svg}svg"
@@ -108,7 +108,8 @@ def test_fused_kernel_memory_grows_like_T(peaks, mode):
 def test_all_variants_agree_outputs_and_gradients():
     B, C, H, T = 2, 64, 4, 48
     # FlexAttention uncompiled: the same function, computed densely, no compile in the suite.
-    # The compiled kernel is compared with SDPA by the benchmark's quick run (test_lab_bench).
+    # The compiled kernel is compared with SDPA by the benchmark's quick run
+    # (tests/lab/test_attention_cost.py).
     calls, (mha, csa, torch_mha) = make_variants(H, C, T, compile_flex=False)
     x, grad_out = randn(B, T, C), randn(B, T, C, seed=2)
     outputs, grads = {}, {}

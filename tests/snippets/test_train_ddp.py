@@ -16,8 +16,8 @@ import pytest
 import torch
 from torch.testing import assert_close
 
+from lab.common import ROOT
 from snippets.train import CHECKPOINT, HISTORY, TrainConfig, train
-from tests.conftest import ROOT
 
 TORCHRUN = Path(sys.executable).parent / "torchrun"
 # batch_size 8 with grad_accum 2: each of the 2 processes takes 2 windows per micro-step.

@@ -1,4 +1,5 @@
-"""Tests for lab/bench.py: the attention-cost command, its result files and the committed ones."""
+"""Tests for lab/attention_cost.py (and its runners and tables): the attention-cost command,
+its result files and the committed ones."""
 
 import json
 import statistics
@@ -9,7 +10,7 @@ import xml.etree.ElementTree as ET
 import pytest
 import torch
 
-from lab import bench
+from lab import attention_cost, attention_cost_runs
 from lab.common import RESULTS_DIR, ROOT
 from snippets.attention_cost import FORWARD_ONLY, VARIANTS, score_bytes
 
@@ -20,10 +21,10 @@ SVG = "{http://www.w3.org/2000/svg}svg"
 # --- the command, its result files and the committed ones -----------------------------------
 
 
-def check_attention_result(data: dict) -> None:
+def check_attention_result(data: dict, command: str = "python -m lab.attention_cost") -> None:
     """The schema of attention-cost.json, and a complete grid of results."""
-    assert data["schema"] == bench.SCHEMA
-    assert data["command"].startswith("python -m lab.bench attention")
+    assert data["schema"] == attention_cost.SCHEMA
+    assert data["command"].startswith(f"{command} attention")
     machine = data["machine"]
     for key in ("platform", "cpu_model", "torch", "torch_threads", "date", "page_size"):
         assert key in machine, key
@@ -41,7 +42,7 @@ def check_attention_result(data: dict) -> None:
         # every variant computed SDPA's output (FlexAttention compiled, as timed)
         assert row["max_abs_diff_vs_sdpa"] <= 1e-5, row
         assert row["first_call_seconds"] > 0
-        for mode in bench.MODES:
+        for mode in attention_cost_runs.MODES:
             cell = row[mode]
             if row["variant"] in FORWARD_ONLY and mode == "forward_backward":
                 assert cell is None  # not measured: no backward on the CPU
@@ -65,7 +66,15 @@ def check_svg(path) -> None:
 
 def test_quick_command_end_to_end(tmp_path):
     proc = subprocess.run(
-        [sys.executable, "-m", "lab.bench", "attention", "--quick", "--out", str(tmp_path)],
+        [
+            sys.executable,
+            "-m",
+            "lab.attention_cost",
+            "attention",
+            "--quick",
+            "--out",
+            str(tmp_path),
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -87,9 +96,9 @@ def test_quick_command_end_to_end(tmp_path):
 
 
 def test_quick_overhead_command(tmp_path, capsys):
-    bench.main(["overhead", "--quick", "--out", str(tmp_path)])
+    attention_cost.main(["overhead", "--quick", "--out", str(tmp_path)])
     data = json.loads((tmp_path / "attention-overhead.json").read_text())
-    assert data["schema"] == bench.OVERHEAD_SCHEMA
+    assert data["schema"] == attention_cost.OVERHEAD_SCHEMA
     (row,) = data["results"]
     assert row["ratio"] == pytest.approx(row["module_us"] / row["inline_us"], rel=1e-3)
     assert "module / inline" in capsys.readouterr().out
@@ -97,7 +106,7 @@ def test_quick_overhead_command(tmp_path, capsys):
 
 def test_help_names_both_benchmarks(capsys):
     with pytest.raises(SystemExit) as exit_:
-        bench.parser().parse_args(["--help"])
+        attention_cost.command().parser.parse_args(["--help"])
     assert exit_.value.code == 0
     out = capsys.readouterr().out
     assert "attention" in out and "overhead" in out
@@ -106,27 +115,19 @@ def test_help_names_both_benchmarks(capsys):
 @pytest.mark.parametrize("argv", [["attention", "-T", "64 x"], ["attention", "--heads", "0"]])
 def test_bad_arguments_are_refused(argv, capsys):
     with pytest.raises(SystemExit) as exit_:
-        bench.parser().parse_args(argv)
+        attention_cost.command().parser.parse_args(argv)
     assert exit_.value.code == 2
     assert "expected" in capsys.readouterr().err
 
 
 def test_committed_result_is_complete():
     data = json.loads((COMMITTED / "attention-cost.json").read_text())
-    check_attention_result(data)
+    check_attention_result(data, "python -m lab.bench")  # the command's name when it ran
     assert data["settings"]["seq_lens"] == [64, 128, 256, 512, 1024, 2048, 4096]
-    assert data["command"].startswith("python -m lab.bench attention")
-
-
-def test_committed_plots_are_drawn_from_the_committed_result():
-    data = json.loads((COMMITTED / "attention-cost.json").read_text())
-    for name, text in bench.plots(data).items():
-        check_svg(COMMITTED / name)
-        assert (COMMITTED / name).read_text(encoding="utf-8") == text, name
 
 
 def test_committed_overhead_result():
     data = json.loads((COMMITTED / "attention-overhead.json").read_text())
-    assert data["schema"] == bench.OVERHEAD_SCHEMA
-    assert data["command"] == "python -m lab.bench overhead"
+    assert data["schema"] == attention_cost.OVERHEAD_SCHEMA
+    assert data["command"] == "python -m lab.bench overhead"  # the command's name when it ran
     assert [r["seq_len"] for r in data["results"]] == data["settings"]["seq_lens"]

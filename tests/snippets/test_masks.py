@@ -1,6 +1,6 @@
 """Tests for snippets/masks.py: causal, padding, sliding-window, prefix-LM, document and
 bidirectional masks, their FlexAttention twins, eager and compiled (lab.masks.flex_forward).
-`python -m lab.masks` itself is tested in tests/test_lab_masks.py."""
+`python -m lab.masks` itself is tested in tests/lab/test_masks.py."""
 
 import functools
 import re

@@ -1,5 +1,6 @@
-"""Tests for lab/plotting.py: one style for every figure, transparent, readable on light and
-dark pages, and the same bytes for the same data."""
+"""Tests for lab/style.py and lab/figures.py: one style for every figure, transparent, readable
+on light and dark pages, the same bytes for the same data, and every committed figure redrawn
+byte for byte by `python -m lab.figures`."""
 
 import json
 import re
@@ -7,8 +8,9 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from lab import plotting
+from lab import attention_cost_tables, figures, style
 from lab.common import TRAINING_RESULTS
+from lab.train import loss_curve
 
 SVG = "{http://www.w3.org/2000/svg}"
 SLATE = "#1e2029"  # Material's dark background: hsl(232, 15%, 14%)
@@ -31,14 +33,14 @@ def contrast(a: str, b: str) -> float:
 
 
 def test_same_data_same_bytes():
-    first = plotting.svg_text(plotting.loss_curve(history()))
-    second = plotting.svg_text(plotting.loss_curve(history()))
+    first = style.svg_text(loss_curve(history()))
+    second = style.svg_text(loss_curve(history()))
     assert first == second
     assert "<dc:date>" not in first  # no date: a redraw changes nothing
 
 
 def test_background_is_transparent():
-    root = ET.fromstring(plotting.svg_text(plotting.loss_curve(history())))
+    root = ET.fromstring(style.svg_text(loss_curve(history())))
     patches = {}
     for group in root.iter(f"{SVG}g"):
         if re.fullmatch(r"patch_\d+", group.get("id", "")):
@@ -51,26 +53,26 @@ def test_background_is_transparent():
 
 
 def test_ink_and_series_colours_read_on_white_and_on_slate():
-    for color in [plotting.INK, *plotting.COLORS]:
+    for color in [style.INK, *style.COLORS]:
         for background in ("#ffffff", SLATE):
             assert contrast(color, background) >= 3, (color, background)
     assert luminance(SLATE) < 0.02  # the dark background really is dark
 
 
 def test_the_figures_ink_is_the_style_s():
-    text = plotting.svg_text(plotting.loss_curve(history()))
-    assert f"fill: {plotting.INK}" in text  # text
-    assert f"stroke: {plotting.INK}" in text  # axes and ticks
+    text = style.svg_text(loss_curve(history()))
+    assert f"fill: {style.INK}" in text  # text
+    assert f"stroke: {style.INK}" in text  # axes and ticks
     assert "#000000" not in text  # matplotlib's black, unreadable on slate
 
 
-@pytest.mark.parametrize("path", list(plotting.committed_figures()), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", list(figures.committed_figures()), ids=lambda p: p.name)
 def test_committed_figure_is_drawn_from_the_committed_result(path):
-    """`python -m lab.plotting` redraws it byte for byte: the figure shows the file's data."""
-    drawn = plotting.svg_text(plotting.committed_figures()[path]())
-    assert path.read_text(encoding="utf-8") == drawn, "redraw with: python -m lab.plotting"
+    """`python -m lab.figures` redraws it byte for byte: the figure shows the file's data."""
+    drawn = style.svg_text(figures.committed_figures()[path]())
+    assert path.read_text(encoding="utf-8") == drawn, "redraw with: python -m lab.figures"
 
 
 def test_attention_cost_rejects_an_unknown_quantity():
     with pytest.raises(ValueError, match=r"what \('speed'\) must be 'time' or 'memory'"):
-        plotting.attention_cost({}, "speed")
+        attention_cost_tables.cost_figure({}, "speed")

@@ -1,6 +1,6 @@
 """Tests for snippets/induction.py: an induction head forms, measured against chance.
 
-The trained model is the one docs/see-attention.py shows: lab.models keeps it in
+The trained model is the one docs/see-attention.py shows: lab.model_cache keeps it in
 .cache/trained/ under the fingerprint of the code, so whichever of the site build and this
 file runs first trains it, and the other loads it. The two models that must NOT form an
 induction head (no causal mask; uniform attention) are trained here, each in a few seconds,
@@ -17,7 +17,7 @@ import pytest
 import torch
 
 import snippets.attention
-from lab.models import trained_induction
+from lab.model_cache import trained_induction
 from snippets.induction import (
     AttentionOnly,
     InductionConfig,

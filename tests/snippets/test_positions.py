@@ -1,6 +1,6 @@
 """Tests for snippets/positions.py and the position schemes of the model.
 
-Each scheme's defining property, measured; the experiment is tested in test_lab_positions.py.
+Each scheme's defining property, measured; the experiment is tested in tests/lab/test_positions.py.
 """
 
 import dataclasses

@@ -1,0 +1,64 @@
+"""Every committed figure of the site, redrawn from committed data.
+
+    python -m lab.figures          # redraw them all; `git diff` then shows what changed
+
+Each experiment draws its own figures in the one style (lab/style.py); this is
+the one list of the committed ones, each with the function and data it is drawn
+from. The same data gives the same bytes: a redraw that changes nothing leaves git clean.
+"""
+
+import json
+import sys
+from pathlib import Path
+
+from lab import attention_cost_tables, generate, masks, positions, train
+from lab.paths import RESULTS_DIR, ROOT, TRAINING_RESULTS
+from lab.style import save_svg
+from snippets.train import TrainConfig
+
+
+def load(path: Path) -> dict:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def committed_figures() -> dict[Path, object]:
+    """Each committed figure's path -> a function of no arguments drawing it."""
+    cost = RESULTS_DIR / "attention-cost.json"
+    pos = RESULTS_DIR / "positions.json"
+    figures = {
+        RESULTS_DIR / "attention-cost-time.svg": lambda: attention_cost_tables.cost_figure(
+            load(cost), "time"
+        ),
+        RESULTS_DIR / "attention-cost-memory.svg": lambda: attention_cost_tables.cost_figure(
+            load(cost), "memory"
+        ),
+        TRAINING_RESULTS / "schedule.svg": lambda: train.lr_schedule(TrainConfig()),
+        TRAINING_RESULTS / "markov-loss.svg": lambda: train.loss_curve(
+            load(TRAINING_RESULTS / "markov.json")
+        ),
+    }
+    for name in ("kv-cache", "kv-cache-long"):
+        figures[TRAINING_RESULTS / f"{name}.svg"] = lambda n=name: generate.kv_cache_figure(
+            load(TRAINING_RESULTS / f"{n}.json")
+        )
+    for name, draw in positions.FIGURES.items():
+        figures[RESULTS_DIR / name] = lambda draw=draw: draw(load(pos))
+    figures[masks.COST_PLOT] = lambda: masks.cost_plot(load(masks.COST_FILE))
+    for stem, (title, mask) in masks.FIGURES.items():
+        figures[masks.figure_path(stem)] = lambda t=title, m=mask: masks.mask_figure(m(), t)
+    return figures
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Redraw every committed figure from the committed result files."""
+    argv = sys.argv[1:] if argv is None else argv
+    if argv:
+        raise SystemExit("usage: python -m lab.figures   (redraws every committed figure)")
+    for path, draw in committed_figures().items():
+        save_svg(draw(), path)
+        print(f"wrote {path.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,130 @@
+"""The layout rules: snippets/ holds what pages show, readable in one sitting, needing only torch
+and the standard library; everything else (commands, plots, caches) is in lab/, whose imports
+form no circle; tests/ mirrors the code; and no project Python file holds so much that it does
+more than one job (MAX_FILE_LINES)."""
+
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+
+from lab.common import ROOT
+
+MODULES = sorted((ROOT / "snippets").glob("*.py"))
+MAX_LINES = 470  # "about 450": a module a reader can take in at one sitting
+MAX_FILE_LINES = 500  # any project file: past this, it holds more than one job
+ALLOWED = {"torch", "snippets"} | set(sys.stdlib_module_names)
+PROJECT_FILES = sorted(
+    path
+    for folder in ("snippets", "lab", "hooks", "tests")
+    for path in (ROOT / folder).rglob("*.py")
+    if "vendor" not in path.relative_to(ROOT).parts
+) + sorted((ROOT / "docs").glob("*.py"))
+
+
+def imported_packages(path) -> set[str]:
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def lab_imports(path: Path, package: str = "lab") -> set[str]:
+    """The lab modules a lab module imports, anywhere in it (an import inside a function is
+    still a dependency: it only hides a circle until that function runs)."""
+    modules = {p.stem for p in path.parent.glob("*.py")}
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # from . import x, from .x import y
+                base = f"{package}.{base}" if base else package
+            targets = [base] + [f"{base}.{alias.name}" for alias in node.names]
+        else:
+            continue
+        for target in targets:
+            parts = target.split(".")
+            if len(parts) >= 2 and parts[0] == package and parts[1] in modules:
+                names.add(parts[1])
+    names.discard(path.stem)
+    names.discard("__init__")
+    return names
+
+
+def import_circle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One circle of the graph (as a path that ends where it starts), or None."""
+    state: dict[str, str] = {}  # "open" while on the current path, "done" after
+
+    def visit(node: str, path: list[str]) -> list[str] | None:
+        state[node] = "open"
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == "open":
+                return path[path.index(nxt) :] + [node, nxt] if nxt in path else [node, nxt]
+            if nxt not in state:
+                found = visit(nxt, path + [node])
+                if found:
+                    return found
+        state[node] = "done"
+        return None
+
+    for start in sorted(graph):
+        if start not in state:
+            found = visit(start, [])
+            if found:
+                return found
+    return None
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: p.name)
+def test_snippets_need_only_torch_and_the_standard_library(path):
+    assert imported_packages(path) <= ALLOWED, imported_packages(path) - ALLOWED
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: p.name)
+def test_snippets_modules_are_short(path):
+    lines = len(path.read_text(encoding="utf-8").splitlines())
+    assert lines <= MAX_LINES, f"{path.name}: {lines} lines; move tooling to lab/ or split it"
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: p.name)
+def test_every_snippets_module_has_its_tests(path):
+    if path.name == "__init__.py":
+        return
+    expected = ROOT / "tests" / "snippets" / f"test_{path.stem}.py"
+    assert expected.is_file(), f"snippets/{path.name} has no {expected.relative_to(ROOT)}"
+
+
+def test_lab_modules_import_each_other_in_no_circle():
+    graph = {path.stem: lab_imports(path) for path in sorted((ROOT / "lab").glob("*.py"))}
+    circle = import_circle(graph)
+    assert circle is None, (
+        "lab/ imports in a circle: "
+        + " -> ".join(f"lab/{name}.py" for name in circle)
+        + "; move what both need into a module that imports neither"
+    )
+
+
+def test_the_circle_finder_finds_circles_through_function_level_imports(tmp_path):
+    # The finder itself, on a throw-away package: a top-level import one way, an import inside
+    # a function the other way, and a module outside the circle.
+    (tmp_path / "a.py").write_text("from lab.b import f\n")
+    (tmp_path / "b.py").write_text("def f():\n    from lab import a\n    return a\n")
+    (tmp_path / "c.py").write_text("import lab.a\n")
+    graph = {path.stem: lab_imports(path) for path in tmp_path.glob("*.py")}
+    assert graph == {"a": {"b"}, "b": {"a"}, "c": {"a"}}
+    assert import_circle(graph) == ["a", "b", "a"]
+    assert import_circle({"a": {"b"}, "b": set(), "c": {"a", "b"}}) is None
+
+
+@pytest.mark.parametrize("path", PROJECT_FILES, ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_project_python_files_are_at_most_500_lines(path):
+    lines = len(path.read_text(encoding="utf-8").splitlines())
+    assert lines <= MAX_FILE_LINES, (
+        f"{path.relative_to(ROOT)}: {lines} lines (at most {MAX_FILE_LINES}); split it by job"
+    )

@@ -1,0 +1,56 @@
+"""The time summary and the budget of tests/suite_time.py, on a throw-away project."""
+
+import os
+import subprocess
+import sys
+
+from lab.common import ROOT
+
+SLOW = "import time\n\n\ndef test_slow():\n    time.sleep(0.4)\n\n\ndef test_quick():\n    pass\n"
+
+
+def run(tmp_path, *args: str) -> subprocess.CompletedProcess:
+    (tmp_path / "conftest.py").write_text('pytest_plugins = ["tests.suite_time"]\n')
+    (tmp_path / "pytest.ini").write_text("[pytest]\ntestpaths = checks\n")
+    (tmp_path / "checks").mkdir(exist_ok=True)
+    (tmp_path / "checks" / "test_a.py").write_text(SLOW)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+    )
+
+
+def test_the_summary_says_where_the_time_went(tmp_path):
+    proc = run(tmp_path)
+    assert proc.returncode == 0, proc.stdout
+    assert "where the time went" in proc.stdout
+    assert "longest chain: checks/test_a.py" in proc.stdout
+    assert "busy: main" in proc.stdout
+    slowest = proc.stdout.split("slowest (wall, CPU):\n", 1)[1].splitlines()
+    assert slowest[0].endswith("checks/test_a.py::test_slow")
+    assert "OVER ITS TIME BUDGET" not in proc.stdout
+
+
+def test_a_full_run_over_the_budget_fails_the_session_when_asked(tmp_path):
+    proc = run(tmp_path, "--time-budget", "0.2", "--time-budget-fails")
+    assert proc.returncode == 1, proc.stdout
+    assert "2 passed" in proc.stdout
+    assert "SUITE OVER ITS TIME BUDGET" in proc.stdout
+    assert "budget 0.2 s (this fails the session)" in proc.stdout
+
+
+def test_over_the_budget_is_reported_without_failing_by_default(tmp_path):
+    proc = run(tmp_path, "--time-budget", "0.2")
+    assert proc.returncode == 0, proc.stdout
+    assert "SUITE OVER ITS TIME BUDGET" in proc.stdout
+
+
+def test_a_partial_run_has_no_budget(tmp_path):
+    for args in (["checks/test_a.py"], ["-k", "slow"]):
+        proc = run(tmp_path, "--time-budget", "0.2", "--time-budget-fails", *args)
+        assert proc.returncode == 0, proc.stdout
+        assert "where the time went" in proc.stdout
+        assert "OVER ITS TIME BUDGET" not in proc.stdout

@@ -1,0 +1,82 @@
+"""The scheduler of tests/xdist_scheduling.py, driven with stand-in workers: units stay whole,
+the built site starts first, and every test runs once."""
+
+from types import SimpleNamespace
+
+from tests.xdist_scheduling import SITE, ByPageAndSite, scope_of, start_order
+
+COLLECTION = [
+    "docs/attention.md::line 1",
+    "docs/attention.md::line 9",
+    "tests/snippets/test_model.py::test_a",
+    "tests/snippets/test_model.py::test_b",
+    "tests/snippets/test_model.py::test_c",
+    "tests/pages/test_portability.py::test_pages_hold_under[avx2]",
+    "tests/pages/test_portability.py::test_pages_hold_under[plain]",
+    "tests/pages/test_site.py::test_build",
+    "tests/test_browser.py::test_pages",
+]
+
+
+class Worker:
+    def __init__(self, name: str):
+        self.gateway = SimpleNamespace(id=name)
+        self.shutting_down = False
+        self.sent: list[str] = []  # nodeids, in the order the worker got them
+
+    def send_runtest_some(self, indices):
+        self.sent += [COLLECTION[i] for i in indices]
+
+    def shutdown(self):
+        self.shutting_down = True
+
+
+def run(workers: int) -> list[Worker]:
+    sched = ByPageAndSite(workers)
+    nodes = [Worker(f"gw{i}") for i in range(workers)]
+    for node in nodes:
+        sched.add_node(node)
+        sched.add_node_collection(node, COLLECTION)
+    assert sched.collection_is_completed
+    sched.schedule()
+    done = dict.fromkeys(nodes, 0)
+    while not sched.tests_finished:  # each worker finishes its oldest test in hand
+        for node in list(sched.nodes):
+            if len(sched.pending[node]) >= 2 or (node.shutting_down and sched.pending[node]):
+                sched.mark_test_complete(node, COLLECTION.index(node.sent[done[node]]))
+                done[node] += 1
+    return nodes
+
+
+def test_scopes():
+    assert scope_of("tests/pages/test_site.py::test_build") == SITE
+    assert scope_of("tests/test_browser.py::test_pages") == SITE
+    assert scope_of("docs/attention.md::line 9") == "docs/attention.md"
+    portability = "tests/pages/test_portability.py::test_pages_hold_under[avx2]"
+    assert scope_of(portability) == portability
+
+
+def test_the_built_site_starts_first_then_the_long_units_then_the_largest():
+    units = {}
+    for nodeid in COLLECTION:
+        units.setdefault(scope_of(nodeid), []).append(nodeid)
+    order = start_order(units)
+    assert order[0] == SITE
+    assert all("test_portability" in scope for scope in order[1:3])
+    assert order[3:] == ["tests/snippets/test_model.py", "docs/attention.md"]
+
+
+def test_every_test_runs_once_and_no_unit_is_split():
+    for workers in (1, 2, 4):
+        nodes = run(workers)
+        sent = [nodeid for node in nodes for nodeid in node.sent]
+        assert sorted(sent) == sorted(COLLECTION)
+        owner = {}
+        for node in nodes:
+            for nodeid in node.sent:
+                assert owner.setdefault(scope_of(nodeid), node) is node, nodeid
+        assert nodes[0].sent[:2] == [
+            "tests/pages/test_site.py::test_build",
+            "tests/test_browser.py::test_pages",
+        ]
+        assert all(node.shutting_down for node in nodes)
