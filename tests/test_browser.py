@@ -47,6 +47,7 @@ PLANTED = Path(__file__).resolve().parent / "browser" / "planted"
 # Browsers that visit the site's pages side by side, each its own chromium and tab: a visit
 # mostly waits (for the first screen, for quiet, while scrolling), so two share the cores.
 VISITORS = 2
+VISIT_LIMIT_S = 40  # per page, for a visitor's share, before its pages are redone
 
 
 # ----------------------------------------------------------------------------- fixtures
@@ -179,19 +180,33 @@ def site_report(request, browser, site_server, site_pages) -> list[dict]:
     reports, errors = {}, []
     shares = [site_pages[n::VISITORS] for n in range(VISITORS)]
     threads = [
-        threading.Thread(target=_visitor, args=(site_server, share, reports, errors))
+        threading.Thread(target=_visitor, args=(site_server, share, reports, errors), daemon=True)
         for share in shares
     ]
     for thread in threads:
         thread.start()
+    deadline = time.monotonic() + VISIT_LIMIT_S * len(shares[0]) + 60
     for thread in threads:
-        thread.join()
+        thread.join(timeout=max(1.0, deadline - time.monotonic()))
     if errors:
         raise errors[0]
+    # A visitor that stopped answering (seen once on a loaded machine, its browser idle) is
+    # left behind: its pages are opened again in the session's own browser, and the table
+    # says so.
+    late = [url for url in site_pages if url not in reports]
+    if late:
+        tab = bv.SiteBrowser(browser, site_server.origin)
+        for url in late:
+            reports[url] = inspect_page(tab, site_server, url)
+        tab.close()
     reports = [reports[url] for url in site_pages]
     ARTIFACTS.mkdir(exist_ok=True)
     (ARTIFACTS / "browser-report.json").write_text(json.dumps({"pages": reports}, indent=2) + "\n")
     lines = report_lines(reports)
+    if late:
+        lines.append(
+            f"a visitor did not finish: {len(late)} page(s) opened again in the main browser"
+        )
     lines.append(
         f"screenshots in {SCREENSHOTS.relative_to(ROOT)}/, "
         f"details in {(ARTIFACTS / 'browser-report.json').relative_to(ROOT)}"
