@@ -44,9 +44,13 @@ ARTIFACTS = ROOT / "test-artifacts"
 SCREENSHOTS = ARTIFACTS / "screenshots"
 
 PLANTED = Path(__file__).resolve().parent / "browser" / "planted"
-# Browsers that visit the site's pages side by side, each its own chromium and tab: a visit
-# mostly waits (for the first screen, for quiet, while scrolling), so two share the cores.
-VISITORS = 2
+# Browsers that visit the site's pages side by side, each its own chromium and tab in a
+# thread of its own (a visit mostly waits: for the first screen, for quiet, while scrolling).
+# GUIDE_BROWSER_VISITORS=2 halved the pages' wall time here, but after a merge a visitor
+# thread twice stopped answering midway on a loaded machine (its pages are then redone,
+# below, after VISIT_LIMIT_S a page); until that is understood the default is one, in the
+# test's own thread.
+VISITORS = int(os.environ.get("GUIDE_BROWSER_VISITORS", "1"))
 VISIT_LIMIT_S = 40  # per page, for a visitor's share, before its pages are redone
 
 
@@ -178,14 +182,18 @@ def site_report(request, browser, site_server, site_pages) -> list[dict]:
     """Every page inspected once; writes test-artifacts/browser-report.json and the table."""
     shutil.rmtree(SCREENSHOTS, ignore_errors=True)  # no stale pictures of removed pages
     reports, errors = {}, []
-    shares = [site_pages[n::VISITORS] for n in range(VISITORS)]
+    if VISITORS == 1:  # in this thread, with the session's browser
+        tab = bv.SiteBrowser(browser, site_server.origin)
+        reports = {url: inspect_page(tab, site_server, url) for url in site_pages}
+        tab.close()
+    shares = [site_pages[n::VISITORS] for n in range(VISITORS)] if VISITORS > 1 else []
     threads = [
         threading.Thread(target=_visitor, args=(site_server, share, reports, errors), daemon=True)
         for share in shares
     ]
     for thread in threads:
         thread.start()
-    deadline = time.monotonic() + VISIT_LIMIT_S * len(shares[0]) + 60
+    deadline = time.monotonic() + VISIT_LIMIT_S * len(site_pages) // VISITORS + 60
     for thread in threads:
         thread.join(timeout=max(1.0, deadline - time.monotonic()))
     if errors:
@@ -367,16 +375,3 @@ def test_sitemap_urls_move_to_the_test_server():
         "http://127.0.0.1:1234/",
         "http://127.0.0.1:1234/attention/",
     ]
-
-
-def test_planted_too_wide_page_is_caught(planted):
-    problems = bc.check_phone_fit(planted("too-wide").page)
-    assert len(problems) == 1 and "scrolls sideways" in problems[0], problems
-    assert "div.planted-wide" in problems[0], problems
-
-
-def test_planted_formula_without_scroll_shadow_is_caught(planted):
-    page = planted("formula-without-shadow").page
-    assert not bc.check_phone_fit(page)  # it scrolls inside its own box...
-    problems = bc.check_wide_formulas(page)  # ...but does not show that it does
-    assert len(problems) == 1 and "without a scroll shadow" in problems[0], problems

@@ -218,3 +218,16 @@ def test_readme_screenshot_is_the_site_as_built(browser, site_server):
         f"the README's screenshot differs from the built site (mean difference {difference:.1f} "
         "of 255): run `.venv/bin/python -m tests.browser.readme_shot` and commit the picture"
     )
+
+
+def test_planted_too_wide_page_is_caught(planted):
+    problems = bc.check_phone_fit(planted("too-wide").page)
+    assert len(problems) == 1 and "scrolls sideways" in problems[0], problems
+    assert "div.planted-wide" in problems[0], problems
+
+
+def test_planted_formula_without_scroll_shadow_is_caught(planted):
+    page = planted("formula-without-shadow").page
+    assert not bc.check_phone_fit(page)  # it scrolls inside its own box...
+    problems = bc.check_wide_formulas(page)  # ...but does not show that it does
+    assert len(problems) == 1 and "without a scroll shadow" in problems[0], problems
