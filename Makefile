@@ -14,8 +14,10 @@ $(BIN)/.installed: requirements.txt pyproject.toml tools/package-lock.json
 	math with MathJax on Node (apt-get install nodejs npm)"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements.txt
-	# The project itself, editable: snippets and lab import from this folder, no sys.path edits.
+	# The reader's package (snippets), editable; and the checkout on the path (a .pth file in
+	# the venv), so that lab, hooks and tests import from this folder too.
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps -e .
+	echo "$(CURDIR)" > "$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/attention-guide-checkout.pth"
 	npm ci --prefix tools --silent --no-audit --no-fund
 	touch $@
 
@@ -34,6 +36,7 @@ test-latest:
 	$(PYTHON) -m venv .venv-latest
 	.venv-latest/bin/python -m pip install --quiet -r requirements.txt
 	.venv-latest/bin/python -m pip install --quiet --no-deps -e .
+	echo "$(CURDIR)" > "$$(.venv-latest/bin/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/attention-guide-checkout.pth"
 	.venv-latest/bin/python -m pip install --quiet --upgrade torch mkdocs-material \
 		pymdown-extensions mkdocs-jupyter mkdocstrings-python
 	npm ci --prefix tools --silent --no-audit --no-fund

@@ -19,8 +19,10 @@ def on_page_markdown(markdown, page, config, files):
         record = {}
     entry = record.get(f"docs/{page.file.src_uri}")
     if entry:
+        n = entry["blocks"]
+        blocks = "The code block" if n == 1 else f"The {n} code blocks"
         page.meta["code_last_ran"] = (
-            f"The {entry['blocks']} code blocks on this page last ran green on {entry['when']}, "
+            f"{blocks} on this page last ran green on {entry['when']}, "
             f"with torch {entry['torch']} and Python {entry['python']}."
         )
     return markdown

@@ -186,9 +186,44 @@ def _stylesheet() -> str:
 def on_post_page(output, page, config):
     start = time.perf_counter()
     try:
-        return _prerender(output, page)
+        output = _prerender(output, page)
     finally:
         _state["seconds"] += time.perf_counter() - start
+    _fail_on_raw_tex(output, page)
+    return output
+
+
+# What the reader would see as raw TeX: a delimiter left in the article's text once its math
+# is typeset (code, typeset formulas and scripts removed first).
+RAW_DELIMITER = re.compile(r"\\\(|\\\[|\$\$")
+NOT_TEXT = re.compile(r"<(pre|code|script|style|svg|mjx-container)\b.*?</\1>|<[^>]+>", re.S | re.I)
+
+
+def raw_tex(output: str) -> list[str]:
+    """Each raw TeX delimiter in the article's text, with the text that follows it."""
+    start, end = output.find("<article"), output.find("</article>")
+    if start < 0:
+        return []
+    text = html_lib.unescape(NOT_TEXT.sub(" ", output[start:end]))
+    pieces = (text[m.start() : m.start() + 40] for m in RAW_DELIMITER.finditer(text))
+    return [piece.split("\n")[0].strip() for piece in pieces]
+
+
+def _fail_on_raw_tex(output: str, page) -> None:
+    found = raw_tex(output)
+    if not found:
+        return
+    source = getattr(page.file, "abs_src_path", None)
+    lines = Path(source).read_text(encoding="utf-8").splitlines() if source else []
+    where = []
+    for piece in found:
+        words = piece.split()[:3]
+        line = next((n for n, text in enumerate(lines, 1) if all(w in text for w in words)), None)
+        where.append(f"  {page.file.src_uri}:{line or '?'}: {piece.strip()!r}")
+    raise PluginError(
+        f"{page.file.src_uri}: TeX left raw in the rendered page (display math needs \\[ and "
+        "\\] each on a line of their own; see docs/contributing.md):\n" + "\n".join(where)
+    )
 
 
 def _prerender(output: str, page) -> str:

@@ -21,7 +21,9 @@ __all__ = ["GUIDE_SNAPSHOT", "guide_text", "MarkovLanguage"]
 # A frozen copy of docs/index.md, docs/conventions.md and docs/attention.md, joined.
 # A copy, not the live pages: numbers printed from it must not change whenever a
 # page is edited (least of all the page that prints them).
-DATA = Path(__file__).resolve().parent.parent / "data"
+# In the checkout it sits in data/; the installed package has it in snippets/texts/.
+_HERE = Path(__file__).resolve().parent
+DATA = _HERE / "texts" if (_HERE / "texts").is_dir() else _HERE.parent / "data"
 GUIDE_SNAPSHOT = DATA / "guide-snapshot.txt"
 
 

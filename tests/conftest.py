@@ -36,9 +36,9 @@ def browser():
     Without it the test skips with a line saying what to install; REQUIRE_BROWSER=1 (CI)
     makes that a failure instead.
     """
-    from tests import browser_checks as bc
+    from tests.browser import server as bs
 
-    missing = bc.missing_browser()
+    missing = bs.missing_browser()
     if missing:
         if os.environ.get("REQUIRE_BROWSER") == "1":
             pytest.fail(f"browser tests need {missing}; REQUIRE_BROWSER=1 makes that a failure")
@@ -46,7 +46,7 @@ def browser():
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=bc.CHROMIUM, args=bc.CHROMIUM_ARGS)
+        chromium = p.chromium.launch(executable_path=bs.CHROMIUM, args=bs.CHROMIUM_ARGS)
         yield chromium
         chromium.close()
 
@@ -55,11 +55,11 @@ def browser():
 def site_server(built_site, tmp_path_factory):
     """The built site on 127.0.0.1, at the path of its site_url; pages written to
     ``site_server.overlay`` are served too."""
-    from tests import browser_checks as bc
+    from tests.browser import server as bs
 
-    prefix = bc.site_path((built_site / "sitemap.xml").read_text(encoding="utf-8"))
+    prefix = bs.site_path((built_site / "sitemap.xml").read_text(encoding="utf-8"))
     overlay = tmp_path_factory.mktemp("overlay")
-    server = bc.SiteServer(built_site, overlay=overlay, prefix=prefix)
+    server = bs.SiteServer(built_site, overlay=overlay, prefix=prefix)
     yield server
     server.close()
 
@@ -77,3 +77,13 @@ def pytest_terminal_summary(terminalreporter, config):
         terminalreporter.section("pages in the browser (tests/test_browser.py)")
         for line in lines:
             terminalreporter.write_line(line)
+
+
+@pytest.fixture(scope="session")
+def site_browser(browser, site_server):
+    """The one tab all page checks share (so the cache warms up as for a reader)."""
+    from tests.browser.visit import SiteBrowser
+
+    tab = SiteBrowser(browser, site_server.origin)
+    yield tab
+    tab.close()

@@ -28,7 +28,15 @@ SITE = "the built site"
 SHARE_THE_BUILT_SITE = {
     "tests/pages/test_site.py",
     "tests/test_browser.py",
-    "tests/test_explorer.py",
+    "tests/test_browser_planted.py",
+    "tests/hooks/test_explorer_data.py",
+    "tests/hooks/test_notebook_cache.py",
+    "tests/hooks/test_search_math.py",
+    "tests/lab/test_model_cache.py",
+    "tests/pages/test_see_attention.py",
+    "tests/pages/test_attention_explorer.py",
+    "tests/pages/test_downloads.py",
+    "tests/pages/test_take_away.py",
 }
 ONE_PER_WORKER = {"tests/pages/test_portability.py"}
 # Known long units, started right after the built site (each runs every page in a new process).

@@ -1,12 +1,16 @@
 """The committed trained models of lab/model_cache.py: a fresh clone loads them rather than
 training, only when they were trained by this code."""
 
+from pathlib import Path
+
 import pytest
 import torch
 
 import lab.model_cache as models
+from lab import fingerprint, model_cache
 from snippets.char_gpt import CharGPTConfig
 from snippets.induction import AttentionOnly, InductionConfig
+from tests.code_copy import assert_key_follows_the_code, copy_of_the_code
 
 
 @pytest.fixture
@@ -53,3 +57,34 @@ def test_the_committed_models_are_this_codes():
             f"data/trained/ holds {committed} for {name!r}, not this code's "
             f"{models.file_name(name, config)}: run `python -m lab.model_cache --commit-trained`"
         )
+
+
+def test_model_cache_key_covers_the_imported_modules_and_the_data(tmp_path, monkeypatch):
+    modules = {p.name for p in fingerprint.imported_modules([Path(model_cache.__file__)])}
+    assert {"model_cache.py", "char_gpt.py", "induction.py", "attention.py", "model.py"} <= modules
+    assert {"paths.py", "common.py", "fingerprint.py"} <= modules
+    assert {"corpus.py", "tokenizer.py", "data.py", "objectives.py"} <= modules
+    assert "generate.py" not in modules  # a module no training reads changes nothing
+
+    copy = copy_of_the_code(tmp_path)
+    monkeypatch.setattr(models, "__file__", str(copy / "lab" / "model_cache.py"))
+    monkeypatch.setattr(models, "ROOT", copy)
+    assert_key_follows_the_code(copy, model_cache.fingerprint)
+
+
+def test_the_build_trained_the_models_and_they_are_reused(built_site, monkeypatch):
+    """After the build, loading the models must not train: both come from the cache."""
+
+    def no_training(config):
+        raise AssertionError(
+            "trained again: the build's model was not reused (a .cache/ with only "
+            ".cache/trained/ deleted also does this: delete .cache/ as a whole)"
+        )
+
+    monkeypatch.setattr(models, "train_induction", no_training)
+    monkeypatch.setattr(models, "train_char_gpt", no_training)
+    model, losses = model_cache.trained_induction()
+    assert len(losses) == model.config.steps
+    gpt, char, losses = model_cache.trained_char_gpt()
+    assert gpt.config.vocab_size == char.vocab_size
+    assert len(losses) == model_cache.CharGPTConfig().steps

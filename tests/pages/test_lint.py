@@ -1,7 +1,8 @@
 """Linters, run by the test command so that CI and contributors see the same verdict.
 
 ruff (lint and format) on the Python, codespell on the prose and code, actionlint on the
-GitHub workflows. Each reports its findings as the assertion message.
+GitHub workflows, `node --check` on the project's JavaScript (the site's scripts and the
+browser harness's). Each reports its findings as the assertion message.
 """
 
 import os
@@ -66,3 +67,45 @@ def test_actionlint_can_fail(tmp_path):
     )
     proc = run(*_actionlint(), str(bad))
     assert proc.returncode == 1 and "no_such_property" in proc.stdout
+
+
+# The project's own JavaScript: the site's scripts and what the browser harness runs in pages.
+JAVASCRIPT = ("docs/assets/javascripts", "tests/browser/js", "tools")
+
+
+def _node() -> str:
+    node = shutil.which("node")
+    if node is None:
+        if os.environ.get("CI"):
+            pytest.fail("the JavaScript syntax check needs node (apt-get install nodejs)")
+        pytest.skip("the JavaScript syntax check needs Node.js: apt-get install nodejs npm")
+    return node
+
+
+def javascript_files() -> list[Path]:
+    return sorted(p for folder in JAVASCRIPT for p in (ROOT / folder).glob("*.js"))
+
+
+def check_javascript(paths) -> list[str]:
+    """`node --check` on each file: a syntax error, named with its file and line."""
+    node = _node()
+    problems = []
+    for path in paths:
+        proc = subprocess.run([node, "--check", str(path)], capture_output=True, text=True)
+        if proc.returncode != 0:
+            problems.append(proc.stderr.strip())
+    return problems
+
+
+def test_javascript_parses():
+    files = javascript_files()
+    assert len(files) >= 14, files  # the harness's scripts and the site's
+    problems = check_javascript(files)
+    assert not problems, "\n\n".join(problems)
+
+
+def test_javascript_check_can_fail(tmp_path):
+    broken = tmp_path / "broken.js"
+    broken.write_text("() => {\n  const x = [1, 2;\n}\n")
+    problems = check_javascript([broken])
+    assert len(problems) == 1 and "broken.js:2" in problems[0], problems

@@ -1,6 +1,6 @@
 // The attention explorer and the mask figure of the attention page. No library, nothing
 // from another host: the weights are ../attention-explorer.json, written at build time by
-// hooks/export_attention.py from lab/see_attention.py (see explorer_data() there).
+// hooks/explorer_data.py from lab/see_attention.py (see explorer_data() there).
 //
 // JSON: {examples: [{id, label, tokens, weights, notes}], masks: {tokens, causal, padding,
 // both}}, where weights[layer][head][query] holds that query's first query + 1 weights in
@@ -8,7 +8,7 @@
 // each head.
 //
 // Each head row's cell for key s carries the weight as data-weight and as the custom
-// property --w, which its colour is mixed from; tests/test_explorer.py checks both against
+// property --w, which its colour is mixed from; tests/pages/test_attention_explorer.py checks both against
 // the JSON in a real browser.
 (() => {
   "use strict";
@@ -128,6 +128,13 @@
         button.setAttribute("aria-pressed", String(i === t));
         button.tabIndex = i === t ? 0 : -1;
       });
+      // On a narrow screen the tokens scroll sideways: bring the query into view (the last
+      // token, when an input opens), without scrolling the page itself.
+      const box = scroller.getBoundingClientRect();
+      const at = tokenButtons[t].getBoundingClientRect();
+      if (at.left < box.left || at.right > box.right) {
+        scroller.scrollLeft += at.left - box.left - (box.width - at.width) / 2;
+      }
       const token = example.tokens[t];
       const strongest = [];
       for (const { name, rows, row, cells } of headRows) {

@@ -1,16 +1,11 @@
 """The 'last ran green' note: recorded by the page harness, shown by hooks/last_run.py."""
 
-import importlib.util
 import json
 from types import SimpleNamespace
 
-from lab.paths import LAST_RUN, ROOT
+from hooks import last_run
+from lab.paths import LAST_RUN
 from tests.test_pagecheck import GOOD, run_pages
-
-# mkdocs loads hooks by path; so does this test (hooks/ is not a package).
-_spec = importlib.util.spec_from_file_location("last_run", ROOT / "hooks" / "last_run.py")
-last_run = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(last_run)
 
 
 def test_harness_records_only_pages_whose_blocks_all_passed(tmp_path):
@@ -33,6 +28,11 @@ def test_hook_puts_the_record_in_the_page_meta(tmp_path):
     assert page.meta["code_last_ran"] == (
         "The 3 code blocks on this page last ran green on W, with torch T and Python P."
     )
+    (tmp_path / LAST_RUN).write_text(
+        json.dumps({"docs/a.md": {"blocks": 1, "when": "W", "torch": "T", "python": "P"}})
+    )
+    last_run.on_page_markdown("text", page=page, config=config, files=None)
+    assert page.meta["code_last_ran"].startswith("The code block on this page last ran green")
     other = SimpleNamespace(file=SimpleNamespace(src_uri="b.md"), meta={})
     last_run.on_page_markdown("text", page=other, config=config, files=None)
     assert "code_last_ran" not in other.meta

@@ -6,7 +6,6 @@ The hook is called as mkdocs calls it, on small pages; it runs the real renderer
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import shutil
 from types import SimpleNamespace
@@ -14,7 +13,8 @@ from types import SimpleNamespace
 import pytest
 from mkdocs.exceptions import PluginError
 
-from tests.conftest import ROOT
+from hooks import prerender_math
+from lab.common import ROOT
 
 if shutil.which("node") is None or not (ROOT / "tools" / "node_modules" / "mathjax-full").is_dir():
     pytest.skip(
@@ -24,11 +24,7 @@ if shutil.which("node") is None or not (ROOT / "tools" / "node_modules" / "mathj
 
 @pytest.fixture
 def hook(tmp_path, monkeypatch):
-    spec = importlib.util.spec_from_file_location(
-        "prerender_math", ROOT / "hooks" / "prerender_math.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = prerender_math
     monkeypatch.setattr(module, "CACHE", tmp_path / "cache")  # not the project's cache
     module.on_config(None)
     yield module
@@ -113,3 +109,20 @@ def test_an_error_inside_mathjax_fails_the_build_too(hook):
     garbled = '<div class="arithmatex">\\[\\left(\frac{q}{k}\right)\\]</div>'
     with pytest.raises(PluginError, match=r"demo\.md: MathJax cannot typeset 1 formula"):
         hook.on_post_page(html(garbled), page(), None)
+
+
+def test_tex_left_raw_fails_the_build_naming_page_and_line(hook, tmp_path):
+    """Display math written on one line with text is not recognised by arithmatex: its
+    brackets would reach the reader raw. The build fails at the page's line instead."""
+    source = tmp_path / "demo.md"
+    source.write_text("# Demo\n\nIntro.\n\nThe scores \\[ QK^\\top \\] on one line.\n")
+    demo = SimpleNamespace(file=SimpleNamespace(src_uri="demo.md", abs_src_path=str(source)))
+    raw = html(r"<p>The scores \[ QK^\top \] on one line.</p><pre><code>\(in code\)</code></pre>")
+    with pytest.raises(PluginError) as err:
+        hook.on_post_page(raw, demo, None)
+    message = str(err.value)
+    assert "demo.md: TeX left raw in the rendered page" in message
+    assert "demo.md:5: '\\\\[ QK^\\\\top \\\\] on one line.'" in message, message
+    assert "in code" not in message  # code is shown as written
+    assert hook.raw_tex(html(f"<p>{INLINE}</p>")) == [r"\(\frac{1}{\sqrt{D}} < x\)"]
+    assert hook.raw_tex(hook.on_post_page(html(f"<p>{INLINE}</p>"), page(), None)) == []

@@ -1,0 +1,5 @@
+"""The site build's MkDocs hooks, one job per module, each listed in mkdocs.yml's `hooks:`.
+
+MkDocs loads each listed file by its path; the tests import the same files as `hooks.<name>`
+(the checkout is on the path of the project's environment: see the Makefile).
+"""

@@ -1,0 +1,169 @@
+"""One page load as a reader's first visit: what it fetched, its first screen, its layout
+shifts and how long each diagram took once scrolled to."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import time
+import urllib.parse
+
+from tests.browser import js
+from tests.browser.server import SiteServer
+
+DESKTOP = {"width": 1280, "height": 900}
+PHONE = {"width": 390, "height": 844}
+RENDER_TIMEOUT_MS = 20_000
+# Scrolling down one screen every STEP_MS while a diagram is still ahead (as a fast reader
+# would), NO_DIAGRAM_STEP_MS past the last one: layout shifts are still seen there.
+STEP_MS = 300
+NO_DIAGRAM_STEP_MS = 50
+QUIET_S = 0.3  # no new request for this long: the page's own loads are done
+
+
+@dataclasses.dataclass
+class Visit:
+    """One page load, and what the page asked of the network while it loaded."""
+
+    url: str
+    page: object  # the playwright Page (shared by the visits of one SiteBrowser)
+    ms_first_screen: int | None = None  # navigation start to the first screen complete
+    transferred: int = 0  # bytes the page's own loads transferred before any scroll
+    urls: list = dataclasses.field(default_factory=list)  # every URL requested
+    finished: list = dataclasses.field(default_factory=list)  # ... and each one that ended
+    last_request: float = 0.0  # time.monotonic() when the last request began
+    urls_before_scroll: list = dataclasses.field(default_factory=list)
+    cls_before_scroll: float | None = None  # cumulative layout shift, first screen
+    cls: float | None = None  # ... and after scrolling through the page
+    diagram_waits: list = dataclasses.field(default_factory=list)  # ms, per diagram
+    first_screen_diagrams: int = 0  # diagrams (drawn or not) that start on the first screen
+    render_problem: str | None = None
+    console_errors: list = dataclasses.field(default_factory=list)
+    page_errors: list = dataclasses.field(default_factory=list)
+    failed_requests: list = dataclasses.field(default_factory=list)
+    bad_responses: list = dataclasses.field(default_factory=list)
+    foreign_requests: list = dataclasses.field(default_factory=list)
+
+
+class SiteBrowser:
+    """One browser context and one tab on a site served from 127.0.0.1.
+
+    Light scheme, desktop size, clipboard allowed. Every request to any other host is
+    aborted and recorded; errors and failed requests are recorded on the current visit.
+    The HTTP cache is shared by the visits, like a reader going from page to page; a new
+    SiteBrowser starts cold, like a first visit.
+    """
+
+    def __init__(self, browser, origin: str):
+        self.origin = origin  # "http://127.0.0.1:PORT/": the one host pages may ask
+        self.context = browser.new_context(
+            viewport=DESKTOP, color_scheme="light", reduced_motion="reduce"
+        )
+        self.context.set_default_timeout(5000)  # a click that cannot happen fails fast
+        self.context.grant_permissions(
+            ["clipboard-read", "clipboard-write"], origin=origin.rstrip("/")
+        )
+        self.context.add_init_script(js("init"))
+        self.context.add_init_script(js("colours"))
+        # A regex the browser matches itself: local requests never make a trip to Python.
+        self.context.route(re.compile(rf"^(?!{re.escape(origin)}|data:|blob:)"), self._abort)
+        self.context.on("request", self._request)
+        self.context.on("requestfinished", lambda r: self.current.finished.append(r.url))
+        self.context.on("console", self._console)
+        self.context.on("requestfailed", self._failed)
+        self.context.on("response", self._response)
+        self.page = self.context.new_page()
+        self._cdp = self.context.new_cdp_session(self.page)
+        self.page.on("pageerror", lambda err: self.current.page_errors.append(str(err)))
+        self.current = Visit(url="about:blank", page=self.page)
+
+    def _request(self, request):
+        self.current.urls.append(request.url)
+        self.current.last_request = time.monotonic()
+
+    def _wait_until_quiet(self, visit: Visit, quiet_s: float = QUIET_S, limit_s: float = 5.0):
+        """Until the page has loaded, every request it made has ended, the search index
+        (which every page fetches, from a worker) among them, and none began for quiet_s
+        (Mermaid's chained imports pause for less). A page that never goes quiet is measured
+        after limit_s.
+        """
+        page, deadline = self.page, time.monotonic() + limit_s
+        while time.monotonic() < deadline:
+            page.wait_for_timeout(20)  # lets playwright deliver the request events
+            ended = len(visit.finished) + len(visit.failed_requests) + len(visit.foreign_requests)
+            if (
+                ended >= len(visit.urls)
+                and any(u.endswith("search_index.json") for u in visit.finished)
+                and time.monotonic() - visit.last_request >= quiet_s
+                and page.evaluate("() => document.readyState") == "complete"
+            ):
+                return
+
+    def _abort(self, route):
+        self.current.foreign_requests.append(route.request.url)
+        route.abort("blockedbyclient")
+
+    def _console(self, msg):
+        if msg.type == "error":
+            self.current.console_errors.append(f"{msg.text} ({msg.location.get('url', '')})")
+
+    def _failed(self, request):
+        if request.url.startswith(self.origin):  # a foreign one is already recorded
+            self.current.failed_requests.append(f"{request.url}: {request.failure}")
+
+    def _response(self, response):
+        if response.status >= 400:
+            self.current.bad_responses.append(f"{response.status} {response.url}")
+
+    def visit(self, url: str, cold: bool = True, timeout_ms: int = RENDER_TIMEOUT_MS) -> Visit:
+        """Load ``url`` (with an empty HTTP cache unless ``cold`` is false), wait for the first
+        screen, note what was fetched before any scroll, then scroll down through the page,
+        drawing its diagrams as a reader would."""
+        visit = self.current = Visit(url=url, page=self.page)
+        page = self.page
+        if cold:
+            self._cdp.send("Network.clearBrowserCache")
+        page.goto(url, wait_until="commit")
+        try:
+            handle = page.wait_for_function(js("first-screen"), polling="raf", timeout=timeout_ms)
+            visit.ms_first_screen = round(handle.json_value())
+        except Exception as err:  # playwright's TimeoutError: reported with the rest
+            state = page.evaluate(
+                "() => ({math: document.body.dataset.mathTypeset || 'not set',"
+                " mermaid: document.querySelectorAll('pre.mermaid').length})"
+            )
+            visit.render_problem = (
+                f"first screen not complete after {timeout_ms} ms: "
+                f"data-math-typeset={state['math']}, "
+                f"{state['mermaid']} diagram(s) still <pre> ({type(err).__name__})"
+            )
+        # Whatever the page fetches by itself once shown (the search index, ...).
+        self._wait_until_quiet(visit)
+        visit.urls_before_scroll = list(visit.urls)
+        visit.cls_before_scroll = page.evaluate("() => window.__cls")
+        visit.transferred = page.evaluate(
+            """() => [...performance.getEntriesByType("navigation"),
+                      ...performance.getEntriesByType("resource")]
+                     .reduce((n, e) => n + (e.transferSize || 0), 0)"""
+        )
+        visit.first_screen_diagrams = page.evaluate(
+            """() => [...document.querySelectorAll("pre.mermaid, div.mermaid")]
+                     .filter(el => el.getBoundingClientRect().top < innerHeight).length"""
+        )
+        visit.diagram_waits = page.evaluate(js("scroll-through"), [STEP_MS, NO_DIAGRAM_STEP_MS])
+        visit.cls = page.evaluate("() => window.__cls")
+        return visit
+
+    def close(self):
+        self.context.close()
+
+
+def first_visit_bytes(visit: Visit, server: SiteServer, before_scroll: bool = False) -> int:
+    """What a first visit of the page downloads (before any scroll, or in all): the size of
+    every distinct file it asked for, headers left out."""
+    total = 0
+    urls = visit.urls_before_scroll if before_scroll else visit.urls
+    for url in {u.split("#")[0] for u in urls if u.startswith(server.origin)}:
+        path = server.file_for(urllib.parse.urlsplit(url).path)
+        total += path.stat().st_size if path else 0
+    return total

@@ -1,0 +1,45 @@
+"""Tests for hooks/explorer_data.py: the built site holds the explorer's JSON exactly as
+lab/see_attention.py's explorer_data() makes it, and only pages with an explorer load its script."""
+
+import json
+
+import pytest
+import torch
+
+from lab import see_attention
+from snippets.masks import attention_mask, causal_mask
+
+
+@pytest.fixture(scope="module")
+def exported(built_site) -> dict:
+    return json.loads((built_site / "assets" / "attention-explorer.json").read_text("utf-8"))
+
+
+def test_built_json_is_what_the_code_exports(exported):
+    assert exported == see_attention.explorer_data()
+
+
+def test_exported_rows_are_attention_rows(exported):
+    assert len(exported["examples"]) == 4
+    for example in exported["examples"]:
+        T = len(example["tokens"])
+        assert 10 <= T <= 32
+        L, H = len(example["weights"]), len(example["weights"][0])
+        assert (L, H) == (2, 4) and len(example["notes"]) == L
+        for layer in example["weights"]:
+            for head in layer:
+                assert [len(row) for row in head] == list(range(1, T + 1))
+                for row in head:  # in thousandths, each rounded
+                    assert all(type(w) is int for w in row)
+                    assert min(row) >= 0 and abs(sum(row) - 1000) <= len(row) / 2
+    masks = exported["masks"]
+    assert masks["causal"] == causal_mask(5).int().tolist()
+    assert masks["both"] == attention_mask(torch.tensor([3]), 5)[0].int().tolist()
+
+
+def test_explorer_assets_load_only_where_an_explorer_is(built_site):
+    for page in built_site.rglob("*.html"):
+        text = page.read_text(encoding="utf-8")
+        has = 'class="attention-explorer' in text or 'class="mask-explorer' in text
+        assert has == ("attention-explorer.js" in text), page.relative_to(built_site)
+    assert "attention-explorer.js" in (built_site / "attention" / "index.html").read_text()

@@ -1,0 +1,57 @@
+"""Taking the code away: one repository address everywhere, and the whole-module boxes
+(hooks/module_boxes.py) list what a module really imports."""
+
+import re
+
+import yaml
+
+from hooks import module_boxes
+from lab.common import ROOT
+
+
+def _repo_url() -> str:
+    text = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+    return re.search(r"^repo_url: (\S+)$", text, re.M)[1]
+
+
+def test_the_install_line_names_the_repository_of_mkdocs_yml():
+    line = f'pip install "git+{_repo_url()}"'
+    for path in ("README.md", "docs/index.md"):
+        assert line in (ROOT / path).read_text(encoding="utf-8"), path
+
+
+def test_edit_links_point_into_the_repository():
+    config = yaml.safe_load(
+        re.sub(r"!!python/name:\S+|!ENV|!relative", "", (ROOT / "mkdocs.yml").read_text())
+    )
+    assert config["edit_uri"] == "edit/main/docs/"
+    assert "content.action.edit" in config["theme"]["features"]
+
+
+class _Files:
+    def get_file_from_path(self, path):
+        return path if path == "reference/b.md" else None
+
+
+def test_a_box_lists_direct_and_indirect_guide_imports(tmp_path):
+    pkg = tmp_path / "snippets"
+    pkg.mkdir()
+    (pkg / "a.py").write_text("import math\nimport torch\nfrom snippets.b import f\n")
+    (pkg / "b.py").write_text("import json\nfrom snippets.c import g\n")
+    (pkg / "c.py").write_text("import numpy as np\n")
+    (pkg / "alone.py").write_text("import torch\n")
+    lines = module_boxes.box("snippets/a.py", tmp_path, "https://x.org/r", "page.md", _Files())
+    text = "\n".join(lines)
+    assert "[`snippets/a.py`](https://x.org/r/blob/main/snippets/a.py), 3 lines." in text
+    assert "it needs `numpy`, `torch`." in text  # c's import counts: a reader copies c too
+    assert "imports the guide's [`snippets.b`](reference/b.md), which import `snippets.c`" in text
+    alone = "\n".join(module_boxes.box("snippets/alone.py", tmp_path, None, "p.md", _Files()))
+    assert "the file works alone" in alone and "`snippets/alone.py`, 1 line." in alone
+
+
+def test_the_attention_page_box_names_its_real_imports(built_site):
+    page = (built_site / "attention" / "index.html").read_text(encoding="utf-8")
+    box = page[page.index("The whole module: snippets/attention.py") :][:3000]
+    for module in ("snippets.masks", "snippets.positions"):
+        assert f"<code>{module}</code>" in box, module
+    assert "blob/main/snippets/attention.py" in box

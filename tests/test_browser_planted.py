@@ -1,0 +1,233 @@
+"""Planted faults: copies of built pages whose article holds one fault each (from
+tests/browser/planted/), opened in the browser, prove that every check of tests/browser/checks.py
+can fail, and that the clean control passes them all."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from hooks import prerender_math
+from tests.browser import checks as bc
+from tests.browser import server as bs
+from tests.browser import visit as bv
+
+pytestmark = pytest.mark.browser
+
+PLANTED = Path(__file__).resolve().parent / "browser" / "planted"
+
+if bs.missing_browser() and os.environ.get("REQUIRE_BROWSER") != "1":
+    pytest.skip(f"browser tests need {bs.missing_browser()}", allow_module_level=True)
+
+
+def _without_toc(page_html: str) -> str:
+    """Drop the page's table of contents (Material has two: sidebar and inside the nav)."""
+    tag = re.compile(r"<nav\b[^>]*>|</nav>")
+    while (start := page_html.find('<nav class="md-nav md-nav--secondary"')) != -1:
+        depth = 0
+        for m in tag.finditer(page_html, start):
+            depth += 1 if m.group(0) != "</nav>" else -1
+            if depth == 0:
+                page_html = page_html[:start] + page_html[m.end() :]
+                break
+        else:
+            raise AssertionError("unbalanced <nav> in the built page")
+    return page_html
+
+
+def _with_article(page_html: str, article: str) -> str:
+    """A built page with its article replaced: same header, navigation, scripts and
+    stylesheets; its table of contents goes, since it lists the old article's headings."""
+    # The old article's math goes too: its glyphs and MathJax's styles (the build's hook
+    # puts them back if the new article has math).
+    page_html = re.sub(r'<svg id="MJX-glyphs".*?</svg>', "", page_html, count=1, flags=re.S)
+    page_html = re.sub(r'<style id="mathjax-svg-styles">.*?</style>\n', "", page_html, flags=re.S)
+    new, n = re.subn(
+        r"(<article[^>]*>).*?(</article>)",
+        lambda m: m.group(1) + article + m.group(2),
+        _without_toc(page_html),
+        count=1,
+        flags=re.S,
+    )
+    assert n == 1
+    return new
+
+
+FIRST_CODE_BLOCK = re.compile(
+    r'<div class="language-python highlight">.*?</code></pre></div>', re.S
+)
+
+
+def _planted() -> dict[str, tuple[str, str]]:
+    """name -> (the built page it is planted into, its article), from tests/browser/planted/."""
+    found = {}
+    for path in sorted(PLANTED.glob("*.html")):
+        text = path.read_text(encoding="utf-8")
+        head, _, article = text.partition("-->\n")
+        found[path.stem] = (re.match(r"<!-- planted into: (\S+)", head)[1], article)
+    return found
+
+
+NOT_TYPESET = {"untypeset-math"}  # the others go through the build's math step
+
+
+@pytest.fixture(scope="session")
+def planted(site_browser, site_server, built_site):
+    """Open a copy of a built page whose article holds one planted fault (PLANTED); its math
+    typeset by the build's own hook (hooks/prerender_math.py), unless NOT_TYPESET."""
+    hook = prerender_math
+    hook.on_config(None)
+    templates = {
+        name: (built_site / name / "index.html").read_text(encoding="utf-8")
+        for name in ("attention", "conventions")
+    }
+    code = FIRST_CODE_BLOCK.search(templates["attention"]).group(0)
+    for name, (template, article) in _planted().items():
+        folder = site_server.overlay / f"planted-{name}"
+        folder.mkdir()
+        page = _with_article(templates[template], article.replace("{code}", code))
+        if name not in NOT_TYPESET:
+            src = SimpleNamespace(file=SimpleNamespace(src_uri=f"planted-{name}.md"))
+            page = hook.on_post_page(page, page=src, config=None)
+        (folder / "index.html").write_text(page, encoding="utf-8")
+    shutil.copy(
+        PLANTED / "white-figure.svg", site_server.overlay / "planted-white-figure" / "figure.svg"
+    )
+    hook.on_post_build(None)
+
+    def open_planted(name: str) -> bv.Visit:
+        # A planted page is one short article: 3 s is ample, and the untypeset one never
+        # completes its first screen, so it would wait out the whole site's timeout.
+        return site_browser.visit(f"{site_server.base}planted-{name}/", timeout_ms=3000)
+
+    return open_planted
+
+
+def test_planted_clean_page_passes_every_check(planted, site_server):
+    """The control: the checks do not fail a page merely for being a planted copy."""
+    visit = planted("clean")
+    page = visit.page
+    problems = (
+        bc.check_rendered(visit)
+        + bc.check_math(page)
+        + bc.check_formula_sizes(page)
+        + bc.check_diagrams(page)
+        + bc.check_links(page, site_server.base)
+        + bc.check_copy_buttons(page)
+        + bc.check_figures(page)
+        + bc.check_phone_fit(page)
+        + bc.check_wide_formulas(page)
+        + bc.check_network(visit)
+    )
+    assert not bc.toggle_palette(page)
+    problems += bc.check_figures(page) + bc.check_math_contrast(page)
+    assert not bc.toggle_palette(page)
+    assert not problems
+    assert bc.math_state(page)["formulas"] == 2
+    assert len(bc.diagram_state(page)["diagrams"]) == 1
+    assert visit.diagram_waits != [None]  # drawn once scrolled to
+
+
+def test_planted_untypeset_formula_is_caught(planted):
+    visit = planted("untypeset-math")
+    problems = bc.check_math(visit.page)
+    text = "\n".join(problems)
+    assert "2 of 2 formulas not typeset" in text, problems
+    assert "raw TeX delimiter left in the text" in text, problems
+
+
+def test_planted_white_figure_is_caught_on_the_dark_scheme(planted):
+    page = planted("white-figure").page
+    assert not bc.check_figures(page)  # white on the white page: nothing to see
+    assert not bc.toggle_palette(page)
+    problems = bc.check_figures(page)
+    assert not bc.toggle_palette(page)
+    assert len(problems) == 1, problems
+    assert "figure 'figure.svg' in scheme slate: a light box on the dark scheme" in problems[0]
+
+
+def test_planted_faint_figure_is_caught(planted):
+    problems = bc.check_figures(planted("faint-figure").page)
+    assert len(problems) == 1 and "ink contrast 2.3" in problems[0], problems
+
+
+def test_planted_broken_diagram_is_caught(planted):
+    visit = planted("broken-diagram")
+    problems = bc.check_diagrams(visit.page)
+    assert any("left unrendered" in p for p in problems), problems
+    assert any("Syntax error" in p for p in problems), problems
+    assert any(p.startswith("page error:") for p in bc.check_network(visit))
+
+
+def test_planted_missing_anchor_is_caught(planted, site_server):
+    visit = planted("missing-anchor")
+    problems = bc.check_links(visit.page, site_server.base)
+    text = "\n".join(problems)
+    assert "no id 'no-such-heading'" in text, problems
+    assert "no id 'nowhere'" in text, problems
+    assert "no-such-page/ answers HTTP 404" in text, problems
+    assert len(problems) == 3, problems  # the page's own navigation links all resolve
+
+
+def test_planted_faint_formula_is_caught(planted):
+    visit = planted("faint-math")
+    assert not bc.check_math(visit.page)  # typeset, with glyphs...
+    problems = bc.check_math_contrast(visit.page)  # ...but not legible
+    assert len(problems) == 1 and "contrast 1.2" in problems[0], problems
+
+
+def test_planted_squashed_formula_is_caught(planted):
+    page = planted("squashed-math").page
+    assert not bc.check_math(page)  # typeset, with glyphs...
+    problems = bc.check_formula_sizes(page)  # ...but drawn 2 px wide
+    assert len(problems) == 2, problems  # at desktop and at phone width
+    assert all("drawn 2x" in p and "not MathJax's" in p for p in problems), problems
+
+
+def test_planted_cdn_script_is_caught(planted):
+    visit = planted("cdn-script")
+    problems = bc.check_network(visit)
+    assert "request to another host (aborted): https://cdn.example.com/x.js" in problems, problems
+
+
+def test_readme_screenshot_is_the_site_as_built(browser, site_server):
+    """The README's picture is what `python -m tests.browser.readme_shot` makes from this
+    site: same size, and the same picture once both are shrunk to grey thumbnails (a new
+    heading, code block or navigation entry on that screen moves far more than this)."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    from tests.browser import readme_shot
+
+    def thumbnail(png: bytes):
+        image = Image.open(io.BytesIO(png)).convert("L").resize((160, 100), Image.LANCZOS)
+        return np.asarray(image, dtype=float)
+
+    committed = readme_shot.PICTURE.read_bytes()
+    assert Image.open(io.BytesIO(committed)).size == (1280, 800)
+    fresh = readme_shot.take(browser, site_server.base)
+    difference = float(np.abs(thumbnail(committed) - thumbnail(fresh)).mean())
+    assert difference < 4, (
+        f"the README's screenshot differs from the built site (mean difference {difference:.1f} "
+        "of 255): run `.venv/bin/python -m tests.browser.readme_shot` and commit the picture"
+    )
+
+
+def test_planted_too_wide_page_is_caught(planted):
+    problems = bc.check_phone_fit(planted("too-wide").page)
+    assert len(problems) == 1 and "scrolls sideways" in problems[0], problems
+    assert "div.planted-wide" in problems[0], problems
+
+
+def test_planted_formula_without_scroll_shadow_is_caught(planted):
+    page = planted("formula-without-shadow").page
+    assert not bc.check_phone_fit(page)  # it scrolls inside its own box...
+    problems = bc.check_wide_formulas(page)  # ...but does not show that it does
+    assert len(problems) == 1 and "without a scroll shadow" in problems[0], problems
