@@ -178,14 +178,24 @@ for layer in range(config.n_layer):
         )
 strong = int((induction[-1] >= 10 * baseline).sum())
 print(f"second-layer heads at least 10x the baseline: {strong} of {config.n_head}")
+most = int((induction[-1] > 0.5).sum())
+print(f"second-layer heads with over half their weight on that key: {most}")
+best = int(previous[0].argmax())
+print(
+    f"first layer, most weight on the token before: H{best + 1}, "
+    f"{previous[0, best]:.2f} (all heads: {previous[0].min():.2f} to "
+    f"{previous[0].max():.2f})"
+)
 
 # %% [markdown]
-# The heads of the second layer put most of their weight on the one key an induction
-# head would choose; the last line counts those at least ten times above the
-# baseline. Heads of the first layer with a high previous-token score attend to the
-# token just before, the half of the circuit that makes this possible. Here is every
-# head on one held-out row, query down the side, key along
-# the top:
+# The last lines say how this run's heads split. An induction head puts its weight
+# on one key, the token that followed the earlier copy of the current one; the
+# first count is the second-layer heads at least ten times above the uniform
+# baseline there, the second those giving it more than half their weight. A
+# previous-token head in the first layer is the other half of the circuit (Olsson
+# et al., 2022): it writes into each position what token came before, which is what
+# a second-layer head's query must match. Here is every head on one held-out row,
+# query down the side, key along the top:
 
 # %%
 fig, axes = plt.subplots(config.n_layer, config.n_head, figsize=(8, 4.6))
@@ -286,6 +296,12 @@ for layer in range(2):
             f"{k[layer, head].float().mean():10.2f}" for k in kinds.values()
         )
         print(f"L{layer + 1} H{head + 1}" + shares)
+for kind, k in kinds.items():
+    share = k.float().mean(dim=-1)  # (L, H): the share of queries of each head
+    layer, head = divmod(int(share.argmax()), 4)
+    print(
+        f"most often {kind!r}: L{layer + 1} H{head + 1}, {share[layer, head]:.2f}"
+    )
 for layer in range(2):
     fig, axes = plt.subplots(2, 2, figsize=(8, 8.4))
     for head, ax in enumerate(axes.flat):
@@ -301,11 +317,12 @@ for layer in range(2):
     )
 
 # %% [markdown]
-# Read the table with the pictures. In the first layer the strongest key is most
-# often the previous character, or the character itself: the raw material of bigram
-# statistics. Second-layer heads reach further back, and in this run some settle on
-# a few columns, such as the first character or the spaces between words. Longer
-# training sharpens these patterns; the
+# Read the table with the pictures; the last lines name, for each kind of key, the
+# head that picks it most often in this run. A head that reads the previous
+# character hands each position the two last characters, so the next one can be
+# predicted from a trigram's context; a bigram needs no attention at all, since the
+# current character is already there. A second-layer head reads positions that have
+# already gathered from their own neighbours. The
 # [attention explorer](../attention/#see-the-heads-at-work) lets you walk through
 # them one query at a time, on this sentence and others.
 #

@@ -11,7 +11,16 @@ import json
 import sys
 from pathlib import Path
 
-from lab import attention_cost_tables, generate, masks, positions, train
+from lab import (
+    attention_cost_tables,
+    context_extension,
+    generate,
+    masks,
+    positions,
+    streaming,
+    taming_softmax,
+    train,
+)
 from lab.paths import RESULTS_DIR, ROOT, TRAINING_RESULTS
 from lab.style import save_svg
 from snippets.train import TrainConfig
@@ -44,8 +53,17 @@ def committed_figures() -> dict[Path, object]:
     for name, draw in positions.FIGURES.items():
         figures[RESULTS_DIR / name] = lambda draw=draw: draw(load(pos))
     figures[masks.COST_PLOT] = lambda: masks.cost_plot(load(masks.COST_FILE))
+    # Drawn from the rules themselves, not from a result.
+    figures[RESULTS_DIR / context_extension.FIGURE] = context_extension.frequencies_figure
     for stem, (title, mask) in masks.FIGURES.items():
         figures[masks.figure_path(stem)] = lambda t=title, m=mask: masks.mask_figure(m(), t)
+    from lab import beyond_softmax  # imports lab.figures' neighbours only when drawn
+
+    figures.update(beyond_softmax.figures())
+    figures[streaming.PLOT_FILE] = lambda: streaming.sink_plot(load(streaming.RESULT_FILE))
+    figures[taming_softmax.GROWTH_PLOT] = lambda: taming_softmax.growth_plot(
+        load(taming_softmax.GROWTH_FILE)
+    )
     return figures
 
 

@@ -1,17 +1,23 @@
-"""Five position schemes, one model, one corpus: the positions page's experiment.
+"""Five position schemes on the copy / induction task: the positions page's experiment.
 
     python -m lab.positions            # writes docs/assets/results/positions.json + SVGs
-    python -m lab.positions --quick    # seconds: the suite's run
+    python -m lab.positions --quick --out /tmp/positions   # seconds: the suite's run
 
-The same small GPT is trained on the guide's Markov language with each scheme in
-snippets/positions.py (same seed, steps, sizes, batches). Validation loss is measured
-on the same held-out tokens cut into windows of the training length, 2x and 4x, and
-reported as excess nats over the language's entropy rate (the lowest loss possible).
-The page's figures are drawn here too; `python -m lab.figures` redraws them.
+The same small GPT is trained with each scheme of snippets/positions.py (same seeds,
+steps, sizes, batches) on rows of a random segment repeated until full
+(snippets/tasks.py, periods 4-16): once a repeat has begun, each next token is the
+one that followed the current token's earlier occurrence, which only attention can
+fetch. Rows 1x, 2x and 4x the training length, with segments repeating across it,
+are scored on the targets a perfect copier knows (floor 0 nats). Every few steps,
+layer 1's attention to the previous token is measured: the step where some head
+gives it half its weight is when the previous-token head of the induction circuit
+(Olsson et al. 2022) has formed.
 """
 
 import dataclasses
 import math
+import multiprocessing
+import statistics
 import sys
 import time
 
@@ -20,7 +26,7 @@ import torch
 from lab.common import RESULTS_DIR
 from lab.experiment import Command, progress
 from lab.style import COLORS, INK, pyplot
-from snippets.data import get_batch
+from snippets.induction import previous_token_scores
 from snippets.model import GPT, GPTConfig
 from snippets.positions import (
     POSITIONS,
@@ -31,102 +37,137 @@ from snippets.positions import (
     rope_frequencies,
     sinusoidal_positions,
 )
+from snippets.tasks import copy_floor, copy_targets, repeated_tokens
 from snippets.train import lr_at, make_optimizer, train_step
-from snippets.train_data import load_corpus, markov_loss
 
 RESULT_FILE = RESULTS_DIR / "positions.json"
-SCHEMA = "attention-guide/positions/1"
+SCHEMA = "attention-guide/positions/2"
 FACTORS = (1, 2, 4)  # evaluation lengths, in multiples of the training length
+THRESHOLD = 0.5  # a previous-token head gives at least this much weight to t - 1
 
 
 @dataclasses.dataclass(frozen=True)
 class Setup:
-    """Everything a run depends on besides the scheme."""
+    """Everything a run depends on besides the scheme and the seed."""
 
-    context_length: int = 64  # the training length
+    context_length: int = 32  # T, the training length
+    vocab_size: int = 32
+    min_period: int = 4
+    max_period: int = 12
     n_layer: int = 2
     n_head: int = 4
     n_embed: int = 64
-    steps: int = 600
+    steps: int = 500
     batch_size: int = 32
     lr: float = 3e-3
     min_lr: float = 3e-4
     warmup_steps: int = 50
     weight_decay: float = 0.1
-    corpus_chars: int = 200_000
-    val_tokens: int = 16_384  # scored at every length: the same tokens each time
-    seed: int = 0
+    every: int = 25  # steps between two measurements of the previous-token score
+    eval_rows: int = 128  # rows scored at each length: the same rows for every model
+    schemes: tuple = POSITIONS
+    seeds: tuple = (0, 1, 2)
 
 
 FULL = Setup()
 QUICK = Setup(
     context_length=16,
-    n_layer=1,
+    vocab_size=8,
+    min_period=2,
+    max_period=5,
+    n_layer=2,
     n_head=2,
-    n_embed=16,
-    steps=30,
-    batch_size=8,
-    warmup_steps=5,
-    corpus_chars=20_000,
-    val_tokens=1_024,
+    n_embed=32,
+    steps=150,
+    batch_size=16,
+    lr=1e-2,
+    min_lr=1e-3,
+    warmup_steps=10,
+    every=50,
+    eval_rows=32,
+    schemes=("sinusoidal", "alibi"),
+    seeds=(0,),
 )
 
 
-def model_config(setup: Setup, position: str, vocab_size: int) -> GPTConfig:
+def model_config(setup: Setup, position: str) -> GPTConfig:
     longest = setup.context_length * max(FACTORS)
     return GPTConfig(
-        vocab_size=vocab_size,
+        vocab_size=setup.vocab_size,
         context_length=setup.context_length,
         n_embed=setup.n_embed,
         n_head=setup.n_head,
         n_layer=setup.n_layer,
-        tie_weights=True,
         position=position,
         # Only schemes without a table may be asked for more than they saw.
         max_length=longest if position in WITHOUT_TABLE else None,
     )
 
 
+def rows(setup: Setup, n: int, length: int, seed: int) -> torch.Tensor:
+    """n rows of length + 1 tokens (inputs and targets), periods as in training."""
+    generator = torch.Generator().manual_seed(seed)
+    V, lo, hi = setup.vocab_size, setup.min_period, setup.max_period
+    return repeated_tokens(n, length + 1, V, lo, hi, generator)
+
+
 @torch.no_grad()
-def excess_loss(model: GPT, val: torch.Tensor, length: int, n_tokens: int, best: float):
-    """Mean loss minus the entropy rate over n_tokens held-out targets, windows of length."""
-    n = n_tokens // length
-    x = val[: n * length].view(n, length)  # (n, length)
-    y = val[1 : n * length + 1].view(n, length)
-    model.eval()
-    total = 0.0
-    for i in range(0, n, 16):
-        _, loss = model(x[i : i + 16], y[i : i + 16])
-        total += loss.item() * y[i : i + 16].numel()
-    model.train()
-    return total / y.numel() - best
+def copy_loss(model: GPT, batch: torch.Tensor) -> tuple[float, float]:
+    """Mean loss (nats) and accuracy on the targets a perfect copier knows."""
+    x, y = batch[:, :-1], batch[:, 1:]
+    known = copy_targets(batch)  # (B, L)
+    logits, _ = model(x)  # (B, L, V)
+    losses = torch.nn.functional.cross_entropy(logits.transpose(1, 2), y, reduction="none")
+    right = logits.argmax(-1) == y
+    return losses[known].mean().item(), right[known].float().mean().item()
 
 
-def train_one(setup: Setup, position: str, corpus) -> tuple[GPT, dict]:
-    """Train one model; returns it and its row of the table."""
-    config = model_config(setup, position, corpus.tokenizer.vocab_size)
-    torch.manual_seed(setup.seed)  # same initial weights where the schemes agree
-    model = GPT(config)
+@torch.no_grad()
+def previous_token_score(model: GPT, batch: torch.Tensor) -> float:
+    """Layer 1's best head: its mean weight from each position to the one before."""
+    block = model.blocks[0]
+    x = block.ln1(model.embed(batch[:, :-1]))  # (B, T, C)
+    _, weights = block.attn(x, return_weights=True)  # (B, H, T, T)
+    return previous_token_scores(weights.unsqueeze(1)).max().item()  # of (1, H)
+
+
+def train_one(setup: Setup, position: str, seed: int) -> tuple[dict, list]:
+    """Train one model; returns its row of the table and, for "learned", its table."""
+    torch.set_num_threads(1)
+    torch.manual_seed(seed)  # the same initial weights where the schemes agree
+    model = GPT(model_config(setup, position))
     optimizer = make_optimizer(model, setup.lr, setup.weight_decay)
-    generator = torch.Generator().manual_seed(setup.seed)  # the same batches
+    generator = torch.Generator().manual_seed(seed)  # the same batches
+    probe = rows(setup, 32, setup.context_length, seed=1000)
+    T, V, lo, hi = setup.context_length, setup.vocab_size, setup.min_period, setup.max_period
     start = time.process_time()
+    curve, formed = [], None
     for step in range(setup.steps):
         lr = lr_at(step, setup.lr, setup.min_lr, setup.warmup_steps, setup.steps)
         for group in optimizer.param_groups:
             group["lr"] = lr
-        x, y = get_batch(corpus.train, setup.batch_size, setup.context_length, generator)
-        train_step(model, optimizer, [(x, y)], grad_clip=1.0)
-    seconds = time.process_time() - start
-    row = {"position": position, "parameters": sum(p.numel() for p in model.parameters())}
+        batch = repeated_tokens(setup.batch_size, T + 1, V, lo, hi, generator)
+        loss, _ = train_step(model, optimizer, [(batch[:, :-1], batch[:, 1:])], 1.0)
+        if (step + 1) % setup.every == 0:
+            model.eval()
+            score = previous_token_score(model, probe)
+            model.train()
+            curve.append([step + 1, round(loss, 4), round(score, 3)])
+            if formed is None and score >= THRESHOLD:
+                formed = step + 1
+    model.eval()
+    row = {"position": position, "seed": seed, "formed_at": formed, "curve": curve}
     for factor in FACTORS:
-        length = setup.context_length * factor
-        if length > config.longest:
-            row[f"excess_{factor}x"] = None  # a table has no rows for these positions
-        else:
-            value = excess_loss(model, corpus.val, length, setup.val_tokens, corpus.best_loss)
-            row[f"excess_{factor}x"] = round(value, 4)
-    row["train_cpu_seconds"] = round(seconds, 1)
-    return model, row
+        length = T * factor
+        if length > model.config.longest:
+            row[f"loss_{factor}x"] = row[f"accuracy_{factor}x"] = None  # no table rows
+            continue
+        loss, accuracy = copy_loss(model, rows(setup, setup.eval_rows, length, seed=2000))
+        row[f"loss_{factor}x"], row[f"accuracy_{factor}x"] = round(loss, 4), round(accuracy, 4)
+    row["parameters"] = sum(p.numel() for p in model.parameters())
+    row["train_cpu_seconds"] = round(time.process_time() - start, 1)
+    table = learned_similarity(model) if position == "learned" and seed == setup.seeds[0] else None
+    return row, table
 
 
 def learned_similarity(model: GPT) -> list[list[float]]:
@@ -136,27 +177,60 @@ def learned_similarity(model: GPT) -> list[list[float]]:
     return [[round(x, 3) for x in row] for row in (unit @ unit.T).tolist()]  # (T, T)
 
 
-def run(setup: Setup, header: dict) -> dict:
-    """Train and score the five models; the content of the result file (after header)."""
-    corpus = load_corpus("markov", setup.corpus_chars)
+def _train(job):
+    return train_one(*job)
+
+
+def summary(rows_: list[dict], schemes, factors) -> list[dict]:
+    """Per scheme: mean, min and max over the seeds of each number of the table."""
+    out = []
+    for position in schemes:
+        mine = [r for r in rows_ if r["position"] == position]
+        entry = {"position": position, "seeds": len(mine), "parameters": mine[0]["parameters"]}
+        for key in [f"{k}_{f}x" for f in factors for k in ("loss", "accuracy")]:
+            values = [r[key] for r in mine]
+            if None in values:
+                entry[key] = None
+                continue
+            entry[key] = {
+                "mean": round(statistics.fmean(values), 4),
+                "min": min(values),
+                "max": max(values),
+            }
+        formed = [r["formed_at"] for r in mine]
+        entry["formed_at"] = formed  # per seed; None: not within the run
+        out.append(entry)
+    return out
+
+
+def run(setup: Setup, header: dict, processes: int = 2) -> dict:
+    """Train and score every scheme and seed; the content of the result file."""
+    jobs = [(setup, p, s) for p in setup.schemes for s in setup.seeds]
+    progress(f"training {len(jobs)} models in {processes} processes")
+    if processes > 1:
+        with multiprocessing.get_context("spawn").Pool(processes) as pool:
+            results = pool.map(_train, jobs)
+    else:
+        results = [_train(job) for job in jobs]
+    runs = [row for row, _ in results]
+    tables = [table for _, table in results if table is not None]
     result = dict(header)
-    rows, models = [], {}
-    for position in POSITIONS:
-        progress(f"training with position={position!r}")
-        models[position], row = train_one(setup, position, corpus)
-        rows.append(row)
-    # The chain's own loss on the same held-out targets: the sample's noise floor.
-    # A finite sample's loss differs from the entropy rate by chance; a model at
-    # the floor shows this excess, not 0.
-    n = setup.val_tokens
-    chain = markov_loss(corpus.val[:n].view(1, n), corpus.val[1 : n + 1].view(1, n))
     result.update(
-        setup=dataclasses.asdict(setup),
-        entropy_rate=round(corpus.best_loss, 6),
-        chain_excess=round(chain - corpus.best_loss, 4),
+        setup={
+            **dataclasses.asdict(setup),
+            "schemes": list(setup.schemes),
+            "seeds": list(setup.seeds),
+        },
+        floor_on_copies=0.0,
+        floor_all_targets=round(
+            copy_floor(setup.context_length, setup.vocab_size, setup.min_period, setup.max_period),
+            4,
+        ),
+        threshold=THRESHOLD,
         factors=list(FACTORS),
-        rows=rows,
-        learned_similarity=learned_similarity(models["learned"]),
+        rows=summary(runs, setup.schemes, FACTORS),
+        runs=runs,
+        learned_similarity=tables[0] if tables else None,
     )
     return result
 
@@ -235,22 +309,24 @@ def learned_figure(data: dict):
 
 
 def excess_figure(data: dict):
-    """Excess loss of each position scheme at 1x, 2x, 4x the training length (a result
-    of `python -m lab.positions`)."""
+    """Loss on the copies of each position scheme at 1x, 2x, 4x the training length,
+    mean over seeds with the min-max spread (a result of `python -m lab.positions`)."""
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 3.2))
     for row in data["rows"]:
-        factors = [f for f in data["factors"] if row[f"excess_{f}x"] is not None]
-        excess = [row[f"excess_{f}x"] for f in factors]
-        ax.plot(factors, excess, marker="o", label=row["position"])
-    ax.axhline(data["chain_excess"], color=INK, linestyle="--", label="the chain itself")
+        factors = [f for f in data["factors"] if row[f"loss_{f}x"] is not None]
+        cells = [row[f"loss_{f}x"] for f in factors]
+        mean = [c["mean"] for c in cells]
+        spread = [[c["mean"] - c["min"] for c in cells], [c["max"] - c["mean"] for c in cells]]
+        ax.errorbar(factors, mean, yerr=spread, marker="o", capsize=3, label=row["position"])
+    ax.axhline(data["floor_on_copies"], color=INK, linestyle="--", label="floor: a perfect copier")
     ax.set_xscale("log", base=2)
     ax.set_xticks(data["factors"], [f"{f}x" for f in data["factors"]])
     ax.minorticks_off()
     ax.set_xlabel("evaluation length / training length")
-    ax.set_ylabel("excess loss, nats per character")
+    ax.set_ylabel("loss on the copies, nats")
     ax.grid(True)
-    ax.legend(fontsize="small")
+    ax.legend(fontsize="small", ncol=3, loc="center right", bbox_to_anchor=(1, 0.3))
     fig.tight_layout()
     return fig
 
@@ -267,30 +343,34 @@ FIGURES = {  # file name -> the function drawing it from a result
 # ------------------------------------------------------------------ command
 
 
+def cell(entry) -> str:
+    if entry is None:
+        return "cannot run"
+    return f"{entry['mean']:.2f} ({entry['min']:.2f}-{entry['max']:.2f})"
+
+
 def table(result: dict) -> str:
-    """The Markdown table of the page."""
-    head = ["scheme", "parameters"] + [f"excess at {f}x" for f in result["factors"]]
+    """The Markdown table of the page: loss on the copies, mean (min-max) over seeds."""
+    head = ["scheme"] + [f"loss at {f}x" for f in result["factors"]] + ["head formed at step"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    floor = f"{result['chain_excess']:.3f}"
-    lines.append("| the chain itself | - | " + " | ".join([floor] * len(result["factors"])) + " |")
     for row in result["rows"]:
-        cells = [row["position"], f"{row['parameters']:,}"]
-        for f in result["factors"]:
-            value = row[f"excess_{f}x"]
-            cells.append("cannot run" if value is None else f"{value:.3f}")
-        lines.append("| " + " | ".join(cells) + " |")
+        formed = ", ".join("-" if s is None else str(s) for s in row["formed_at"])
+        cells = [row["position"]] + [cell(row[f"loss_{f}x"]) for f in result["factors"]]
+        lines.append("| " + " | ".join(cells + [formed]) + " |")
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     # One thread by default: the same sums in the same order on every machine.
     cmd = Command("lab.positions", __doc__, threads=1)
+    cmd.parser.add_argument("--processes", type=int, default=2, help="models trained at once")
     args = cmd.parse(argv)
     setup = QUICK if args.quick else FULL
-    result = run(setup, cmd.header(SCHEMA))
+    result = run(setup, cmd.header(SCHEMA), 1 if args.quick else args.processes)
     cmd.write(RESULT_FILE.name, result)
     for name, draw in FIGURES.items():
-        cmd.write(name, draw(result))
+        if name != "positions-learned.svg" or result["learned_similarity"] is not None:
+            cmd.write(name, draw(result))
     print(table(result))
     return 0
 

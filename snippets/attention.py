@@ -1,8 +1,8 @@
 """Causal self-attention for a decoder-only transformer: readable and batched.
 
-Needs torch, snippets/masks.py (causal_mask) and snippets/positions.py (RoPE and
-ALiBi act inside attention). Shape letters: B batch, T sequence length,
-C channels (n_embed), H heads, D head size (C // H).
+Needs torch, snippets/masks.py (causal_mask) and, for the batched layer's
+position options, snippets/positions.py. Shape letters: B batch, T sequence
+length, C channels (n_embed), H heads, D head size (C // H).
 """
 
 # --8<-- [start:imports]
@@ -13,9 +13,13 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from snippets.masks import causal_mask
-from snippets.positions import alibi_bias, alibi_slopes, apply_rope, check_position
 
 # --8<-- [end:imports]
+# --8<-- [start:batched_imports]
+# RoPE and ALiBi act inside attention: the batched layer takes a position scheme.
+from snippets.positions import alibi_mask, apply_position, check_position
+
+# --8<-- [end:batched_imports]
 
 __all__ = [
     "causal_mask",
@@ -23,8 +27,6 @@ __all__ = [
     "Head",
     "MultiHeadAttention",
     "CausalSelfAttention",
-    "apply_position",
-    "alibi_mask",
 ]
 
 
@@ -174,33 +176,6 @@ def scaled_dot_product_attention(
 # --8<-- [end:sdpa]
 
 
-# --8<-- [start:position_helpers]
-def apply_position(
-    q: torch.Tensor, k: torch.Tensor, position: str, offset: int = 0
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Queries and keys (..., T, D) as the scheme wants them inside attention.
-
-    "rope" rotates both, row t to position offset + t; every other scheme
-    leaves them alone (its positions are in the embeddings, in a bias, or
-    nowhere). Applied after the head split: each head rotates its own D.
-    """
-    if position == "rope":
-        return apply_rope(q, offset), apply_rope(k, offset)
-    return q, k
-
-
-def alibi_mask(n_head: int, T_new: int, T_total: int) -> torch.Tensor:
-    """ALiBi's float mask for queries at the last T_new of T_total positions.
-
-    (H, T_new, T_total): row i is query position T_total - T_new + i, so a KV
-    cache holding T_total - T_new positions gets the right distances.
-    """
-    return alibi_bias(n_head, T_total)[:, T_total - T_new :, :]
-
-
-# --8<-- [end:position_helpers]
-
-
 # --8<-- [start:head]
 class Head(nn.Module):
     """One head of causal self-attention, written out step by step.
@@ -208,39 +183,17 @@ class Head(nn.Module):
     Args:
         head_size: D, the width of this head's queries, keys and values.
         n_embed: C, the width of the input vectors.
-        context_length: the training length; the causal mask has these rows.
-        position: a name in POSITIONS; only "rope" and "alibi" act here.
-        alibi_slope: this head's slope, for position="alibi".
-        max_length: the longest sequence accepted (default context_length);
-            longer than context_length only without a position table.
+        context_length: the longest T; the causal mask has this many rows.
     """
 
-    def __init__(
-        self,
-        head_size: int,
-        n_embed: int,
-        context_length: int,
-        *,
-        position: str = "learned",
-        alibi_slope: float | None = None,
-        max_length: int | None = None,
-    ):
+    def __init__(self, head_size: int, n_embed: int, context_length: int):
         super().__init__()
         _check_positive_int("head_size", head_size)
         _check_positive_int("n_embed", n_embed)
         _check_positive_int("context_length", context_length)
-        check_position(position, head_size, context_length, max_length)
-        if (position == "alibi") != (alibi_slope is not None):
-            raise ValueError(
-                f"alibi_slope ({alibi_slope!r}) must be given for "
-                f"position='alibi' and only then (position={position!r})"
-            )
         self.head_size = head_size
         self.n_embed = n_embed
         self.context_length = context_length
-        self.position = position
-        self.alibi_slope = alibi_slope
-        self.max_length = max_length
         self.key = nn.Linear(n_embed, head_size, bias=False)
         self.query = nn.Linear(n_embed, head_size, bias=False)
         self.value = nn.Linear(n_embed, head_size, bias=False)
@@ -249,30 +202,17 @@ class Head(nn.Module):
         self.register_buffer("tril", tril)  # (context_length, context_length)
 
     def forward(self, x: torch.Tensor, *, return_weights: bool = False):
-        """x (B, T, C) -> out (B, T, D).
-
-        With return_weights=True, returns (out, weights (B, T, T)).
-        """
-        _check_input(x, self.n_embed, self.context_length, self.max_length)
+        """x (B, T, C) -> out (B, T, D); with return_weights, also (B, T, T)."""
+        _check_input(x, self.n_embed, self.context_length)
         B, T, C = x.shape
         k = self.key(x)  # (B, T, C) -> (B, T, D)
         q = self.query(x)  # (B, T, C) -> (B, T, D)
         v = self.value(x)  # (B, T, C) -> (B, T, D)
-        q, k = apply_position(q, k, self.position)  # RoPE turns q and k
         # How well each query matches each key, (B, T, D) x (B, D, T) -> (B, T, T);
         # scaling by 1/sqrt(D) keeps their variance near 1 (softmax not saturated).
         weights = q @ k.transpose(-2, -1) * self.head_size**-0.5  # (B, T, T)
-        if self.position == "alibi":
-            # ALiBi: a penalty growing linearly with the distance i - j back.
-            i = torch.arange(T, device=x.device)
-            distance = (i[:, None] - i[None, :]).clamp(min=0)  # (T, T)
-            weights = weights - self.alibi_slope * distance  # (B, T, T)
         # Position i may not see later positions: -inf there, 0 after softmax.
-        if T <= self.context_length:
-            future = self.tril[:T, :T] == 0  # (T, T)
-        else:  # longer than training (max_length): a mask built for this T
-            future = ~causal_mask(T).to(x.device)
-        weights = weights.masked_fill(future, float("-inf"))
+        weights = weights.masked_fill(self.tril[:T, :T] == 0, float("-inf"))
         weights = F.softmax(weights, dim=-1)  # (B, T, T), each row sums to 1
         out = weights @ v  # (B, T, T) x (B, T, D) -> (B, T, D)
         if return_weights:
@@ -290,53 +230,31 @@ class MultiHeadAttention(nn.Module):
     Args:
         n_head: H, the number of heads; must divide n_embed.
         n_embed: C, the width of the input and output vectors.
-        context_length: the training length.
-        position: a name in POSITIONS, as in Head.
-        max_length: the longest sequence accepted, as in Head.
+        context_length: the longest T, as in Head.
     """
 
-    def __init__(
-        self,
-        n_head: int,
-        n_embed: int,
-        context_length: int,
-        *,
-        position: str = "learned",
-        max_length: int | None = None,
-    ):
+    def __init__(self, n_head: int, n_embed: int, context_length: int):
         super().__init__()
         _check_config(n_head, n_embed, context_length)
-        head_size = n_embed // n_head
-        check_position(position, head_size, context_length, max_length)
         self.n_head = n_head
         self.n_embed = n_embed
         self.context_length = context_length
-        self.position = position
-        self.max_length = max_length
-        # ALiBi gives every head its own slope: some look far back, some near.
-        slopes = alibi_slopes(n_head).tolist() if position == "alibi" else None
+        head_size = n_embed // n_head
         self.heads = nn.ModuleList(
-            [
-                Head(
-                    head_size,
-                    n_embed,
-                    context_length,
-                    position=position,
-                    alibi_slope=None if slopes is None else slopes[h],
-                    max_length=max_length,
-                )
-                for h in range(n_head)
-            ]
+            [self.make_head(h, head_size) for h in range(n_head)]
         )
         # Mixes the heads' findings; without it each head's D channels stay apart.
         self.proj = nn.Linear(n_embed, n_embed)
 
-    def forward(self, x: torch.Tensor, *, return_weights: bool = False):
-        """x (B, T, C) -> out (B, T, C).
+    def make_head(self, h: int, head_size: int) -> nn.Module:
+        """Head h of n_head: a plain Head (a variant builds its own kind here)."""
+        return Head(head_size, self.n_embed, self.context_length)
 
-        With return_weights=True, returns (out, weights (B, H, T, T)).
+    def forward(self, x: torch.Tensor, *, return_weights: bool = False):
+        """x (B, T, C) -> out (B, T, C); with return_weights, also (B, H, T, T).
+
+        Each head checks x (its width, its length) before using it.
         """
-        _check_input(x, self.n_embed, self.context_length, self.max_length)
         if not return_weights:
             # H x (B, T, D) -> (B, T, C)
             out = torch.cat([h(x) for h in self.heads], dim=-1)
@@ -430,8 +348,9 @@ class CausalSelfAttention(nn.Module):
             mha.n_head,
             mha.n_embed,
             mha.context_length,
-            position=mha.position,
-            max_length=mha.max_length,
+            # The readable layer has no position scheme; a positional variant does.
+            position=getattr(mha, "position", "learned"),
+            max_length=getattr(mha, "max_length", None),
         )
         new = new.to(device=proj.device, dtype=proj.dtype)
         with torch.no_grad():

@@ -1,7 +1,7 @@
 """Induction heads: a two-layer attention-only model learns to continue a repeat.
 
-Needs torch and attention.py of this folder. Shape letters: B batch, T sequence
-length, C channels (n_embed), H heads, L layers, V vocabulary size.
+Needs torch, attention.py and tasks.py of this folder. Shape letters: B batch, T
+sequence length, C channels (n_embed), H heads, L layers, V vocabulary size.
 
 An induction head completes patterns: having seen "... q k ..." once, at the next
 "q" it attends to the "k" that followed the earlier "q", and copies it. It takes
@@ -18,6 +18,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from snippets.attention import CausalSelfAttention
+from snippets.tasks import repeated_tokens  # the copy task's rows
 
 # --8<-- [end:imports]
 
@@ -72,53 +73,6 @@ class InductionConfig:
 
 
 # --8<-- [end:config]
-
-
-# --8<-- [start:data]
-def repeated_tokens(
-    batch_size: int,
-    length: int,
-    vocab_size: int,
-    min_period: int,
-    max_period: int | None = None,
-    generator: torch.Generator | None = None,
-) -> torch.Tensor:
-    """(B, length) token ids: in each row, a random segment repeated until full.
-
-    A segment holds `period` distinct tokens, period drawn from
-    [min_period, max_period] per row (always min_period if max_period is None),
-    so each token of a later repeat has exactly one earlier occurrence per repeat.
-
-    Args:
-        batch_size: B, the number of rows.
-        length: the number of tokens in a row.
-        vocab_size: V; ids are drawn from [0, V).
-        min_period: the shortest segment.
-        max_period: the longest segment; None means min_period.
-        generator: the source of randomness; None uses torch's global one.
-
-    Returns:
-        Token ids (B, length).
-
-    Raises:
-        ValueError: unless 1 <= min_period <= max_period <= vocab_size.
-    """
-    max_period = min_period if max_period is None else max_period
-    if not 1 <= min_period <= max_period <= vocab_size:
-        raise ValueError(
-            f"need 1 <= min_period ({min_period}) <= max_period ({max_period}) "
-            f"<= vocab_size ({vocab_size})"
-        )
-    # A random permutation per row: its first `period` entries are distinct.
-    noise = torch.rand(batch_size, vocab_size, generator=generator)  # (B, V)
-    perm = noise.argsort(dim=-1)  # (B, V)
-    shape = (batch_size, 1)
-    period = torch.randint(min_period, max_period + 1, shape, generator=generator)
-    where = torch.arange(length) % period  # (B, length): index within the segment
-    return perm.gather(1, where)  # (B, length)
-
-
-# --8<-- [end:data]
 
 
 # --8<-- [start:model]

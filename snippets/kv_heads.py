@@ -85,6 +85,13 @@ def expand_kv(kv: torch.Tensor, group_size: int) -> torch.Tensor:
     is that order; repeat would tile the heads (0, 1, 0, 1, ...) and give each
     query the wrong group.
     """
+    if isinstance(group_size, bool) or not isinstance(group_size, int):
+        raise ValueError(f"group_size ({group_size!r}) must be an int")
+    if group_size < 1:
+        raise ValueError(
+            f"group_size ({group_size}) must be >= 1: each key/value head "
+            f"serves at least one query head"
+        )
     return kv.repeat_interleave(group_size, dim=1)
 
 

@@ -12,14 +12,17 @@ import dataclasses
 import torch
 import torch.nn as nn
 
-from snippets.attention import CausalSelfAttention, MultiHeadAttention
+from snippets.attention import CausalSelfAttention
 from snippets.kv_heads import (
     MLA_ROPE,
     GroupedQueryAttention,
     MultiHeadLatentAttention,
 )
+from snippets.linear_attention import GatedDeltaNet
 from snippets.objectives import lm_loss
+from snippets.positional_attention import PositionalMultiHeadAttention
 from snippets.positions import POSITIONS, WITHOUT_TABLE, sinusoidal_positions
+from snippets.taming import TamedAttention, check_taming, taming_parameters
 
 # --8<-- [end:imports]
 
@@ -28,11 +31,12 @@ __all__ = ["GPTConfig", "MLP", "Block", "GPT", "parameter_count"]
 
 # --8<-- [start:config]
 # "per-head" and "fused" compute the same function (see the attention page):
-# the readable layer and the one to train with. "mla" caches a latent instead of
+# the readable layer (with RoPE and ALiBi, the positions page) and the one to
+# train with. "mla" caches a latent instead of
 # keys and values (see the kv-heads page).
 ATTENTION = {
     "fused": CausalSelfAttention,
-    "per-head": MultiHeadAttention,
+    "per-head": PositionalMultiHeadAttention,
     "mla": MultiHeadLatentAttention,
 }
 
@@ -61,6 +65,14 @@ class GPTConfig:
     max_length: int | None = None
     n_kv_head: int | None = None  # key/value heads (GQA); None: one per query head
     kv_latent: int | None = None  # attention="mla" only: the cached latent's width
+    # One entry per block, "softmax" or "linear" (Gated DeltaNet, H heads of a
+    # D x D state); None: every block softmax. Qwen3-Next: 3 linear, 1 softmax.
+    layer_types: tuple[str, ...] | None = None
+    # Taming softmax (the taming-softmax page); any of them: TamedAttention.
+    qk_norm: str | None = None  # "head" (Qwen3) or "all" (OLMo 2): RMSNorm on q, k
+    soft_cap: float | None = None  # c: scores become c * tanh(s / c) (Gemma 2)
+    sinks: bool = False  # a learned sink logit per head (gpt-oss)
+    gate: str | None = None  # "elementwise" (Qwen3-Next) or "head": sigmoid gate
 
     def __post_init__(self):
         sizes = ("vocab_size", "context_length", "n_embed", "n_head", "n_layer")
@@ -115,6 +127,26 @@ class GPTConfig:
                     f"{self.context_length} rows"
                 )
         self._check_kv_heads()
+        types = self.layer_types
+        if types is not None and (
+            len(types) != self.n_layer or not set(types) <= {"softmax", "linear"}
+        ):
+            raise ValueError(
+                f"layer_types ({types!r}) must hold n_layer ({self.n_layer}) "
+                f"entries, each 'softmax' or 'linear'"
+            )
+        check_taming(self.qk_norm, self.soft_cap, self.sinks, self.gate)
+        if self.tamed and (self.attention != "fused" or self.n_kv_head):
+            raise ValueError(
+                f"qk_norm, soft_cap, sinks and gate need attention='fused' without "
+                f"n_kv_head, got attention={self.attention!r}, "
+                f"n_kv_head={self.n_kv_head!r}"
+            )
+
+    @property
+    def tamed(self) -> bool:
+        """Whether any piece of the taming-softmax page is on."""
+        return bool(self.qk_norm or self.soft_cap or self.sinks or self.gate)
 
     @property
     def longest(self) -> int:
@@ -149,14 +181,20 @@ class GPTConfig:
             raise ValueError(MLA_ROPE)
 
 
-def make_attention(config: GPTConfig) -> nn.Module:
-    """The attention layer config asks for, at width n_embed."""
+def make_attention(config: GPTConfig, layer: int = 0) -> nn.Module:
+    """The attention layer config asks for in block `layer`, at width n_embed."""
     H, C, T = config.n_head, config.n_embed, config.context_length
+    if config.layer_types is not None and config.layer_types[layer] == "linear":
+        return GatedDeltaNet(C, H, C // H, C // H)
     where = {"position": config.position, "max_length": config.max_length}
     if config.attention == "mla":
         return MultiHeadLatentAttention(H, C, T, config.kv_latent, **where)
     if config.n_kv_head is not None:
         return GroupedQueryAttention(H, config.n_kv_head, C, T, **where)
+    if config.tamed:
+        pieces = ("qk_norm", "soft_cap", "sinks", "gate")
+        pieces = {name: getattr(config, name) for name in pieces}
+        return TamedAttention(H, C, T, **where, **pieces)
     return ATTENTION[config.attention](H, C, T, **where)
 
 
@@ -197,11 +235,11 @@ class Block(nn.Module):
         config: gives C, H, the context length, dropout and which attention layer.
     """
 
-    def __init__(self, config: GPTConfig):
+    def __init__(self, config: GPTConfig, layer: int = 0):
         super().__init__()
         C = config.n_embed
         self.ln1 = nn.LayerNorm(C)
-        self.attn = make_attention(config)
+        self.attn = make_attention(config, layer)
         self.drop = nn.Dropout(config.dropout)
         self.ln2 = nn.LayerNorm(C)
         self.mlp = MLP(config)
@@ -240,7 +278,9 @@ class GPT(nn.Module):
         if config.position == "learned":  # row t: position t, learned
             self.pos_emb = nn.Embedding(config.context_length, C)
         self.drop = nn.Dropout(config.dropout)
-        self.blocks = nn.ModuleList([Block(config) for _ in range(config.n_layer)])
+        self.blocks = nn.ModuleList(
+            [Block(config, i) for i in range(config.n_layer)]
+        )
         self.ln_f = nn.LayerNorm(C)  # the stream is a sum of L blocks' outputs
         self.lm_head = nn.Linear(C, V, bias=False)  # row v scores token v as next
         if config.tie_weights:
@@ -395,10 +435,15 @@ def parameter_count(config: GPTConfig) -> int:
     if config.attention == "mla":  # q; down to R; up to keys and values; proj
         R = config.kv_latent
         attention = C * C + C * R + 2 * R * C + (C * C + C)
+    c = config  # the taming pieces: norm scales, sink logits, gate weights
+    attention += taming_parameters(config.n_head, C, c.qk_norm, c.sinks, c.gate)
     mlp = (C * 4 * C + 4 * C) + (4 * C * C + C)  # fc and proj, each with a bias
     block = layer_norm + attention + layer_norm + mlp  # MHA: 12 C^2 + 10 C
     head = 0 if config.tie_weights else V * C  # no bias; tied: counted already
-    return embeddings + L * block + layer_norm + head
+    linear = (config.layer_types or ()).count("linear")  # Gated DeltaNet blocks
+    H, D = config.n_head, C // config.n_head  # q k v z and out; b and a; A, dt;
+    gdn = 5 * C * C + 2 * C * H + 2 * H + 3 * C * 4 + D  # conv (width 4); norm
+    return embeddings + L * block + linear * (gdn - attention) + layer_norm + head
 
 
 # --8<-- [end:parameter_count]

@@ -20,6 +20,8 @@ __all__ = [
     "apply_rope",
     "alibi_slopes",
     "alibi_bias",
+    "apply_position",
+    "alibi_mask",
 ]
 
 # The schemes a GPTConfig may name. "learned" and "sinusoidal" add a vector to
@@ -135,14 +137,17 @@ def rope_frequencies(D: int, base: float = 10000.0) -> torch.Tensor:
 
 
 def apply_rope(
-    x: torch.Tensor, offset: int = 0, base: float = 10000.0
+    x: torch.Tensor,
+    offset: int = 0,
+    base: float = 10000.0,
+    theta: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Rotate each pair of channels (2i, 2i + 1) of x by (offset + t) * theta_i.
 
     The pairs are adjacent channels, as in the RoFormer paper's equations.
-    A query rotated to position m and a key rotated to position n score
-    q . k after both rotations = q^T R((n - m) theta) k: only the distance
-    n - m is left, whatever m and n are.
+    A query rotated to position t and a key rotated to position s score
+    q . k after both rotations = q^T R((s - t) theta) k: only the distance
+    s - t is left, whatever t and s are.
 
     Args:
         x: queries or keys (..., T, D), D even; row t sits at position
@@ -150,6 +155,8 @@ def apply_rope(
         offset: the position of row 0, e.g. the number of tokens already in a
             KV cache.
         base: as in rope_frequencies.
+        theta: other frequencies (D/2,) in place of rope_frequencies(D, base),
+            e.g. a context extension's (snippets/rope_scaling.py).
 
     Returns:
         A tensor like x, each pair of channels turned, its length unchanged.
@@ -165,16 +172,25 @@ def apply_rope(
     if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
         raise ValueError(f"offset ({offset!r}) must be an int >= 0")
     positions = torch.arange(offset, offset + T, dtype=torch.float64)  # (T,)
-    theta = rope_frequencies(D, base)  # (D/2,)
+    if theta is None:
+        theta = rope_frequencies(D, base)  # (D/2,)
+    elif theta.shape != (D // 2,):
+        raise ValueError(
+            f"theta has shape {tuple(theta.shape)}: one frequency per pair, "
+            f"({D // 2},) for D={D}"
+        )
+    theta = theta.to(torch.float64)
     angles = (positions[:, None] * theta[None, :]).to(x.device)  # (T, D/2)
-    cos = angles.cos().to(x.dtype)  # (T, D/2)
-    sin = angles.sin().to(x.dtype)  # (T, D/2)
-    x1, x2 = x[..., 0::2], x[..., 1::2]  # (..., T, D/2) each: the pairs
+    # Rotate in float32 at least (float64 stays float64) and round once at the
+    # end: in bfloat16, rounding cos, sin and each product would add up errors.
+    work = torch.promote_types(x.dtype, torch.float32)
+    cos, sin = angles.cos().to(work), angles.sin().to(work)  # (T, D/2) each
+    x1, x2 = x[..., 0::2].to(work), x[..., 1::2].to(work)  # (..., T, D/2): pairs
     # The 2x2 rotation [[cos, -sin], [sin, cos]] applied to every (x1, x2).
     y1 = x1 * cos - x2 * sin  # (..., T, D/2)
     y2 = x1 * sin + x2 * cos  # (..., T, D/2)
     # Interleave back: channel 2i from y1, 2i + 1 from y2. (..., T, D)
-    return torch.stack([y1, y2], dim=-1).flatten(-2)
+    return torch.stack([y1, y2], dim=-1).flatten(-2).to(x.dtype)
 
 
 # --8<-- [end:rope]
@@ -219,3 +235,30 @@ def alibi_bias(n_head: int, T: int) -> torch.Tensor:
 
 
 # --8<-- [end:alibi]
+
+
+# --8<-- [start:in_attention]
+def apply_position(
+    q: torch.Tensor, k: torch.Tensor, position: str, offset: int = 0
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Queries and keys (..., T, D) as the scheme wants them inside attention.
+
+    "rope" rotates both, row t to position offset + t; every other scheme
+    leaves them alone (its positions are in the embeddings, in a bias, or
+    nowhere). Applied after the head split: each head rotates its own D.
+    """
+    if position == "rope":
+        return apply_rope(q, offset), apply_rope(k, offset)
+    return q, k
+
+
+def alibi_mask(n_head: int, T_new: int, T_total: int) -> torch.Tensor:
+    """ALiBi's float mask for queries at the last T_new of T_total positions.
+
+    (H, T_new, T_total): row i is query position T_total - T_new + i, so a KV
+    cache holding T_total - T_new positions gets the right distances.
+    """
+    return alibi_bias(n_head, T_total)[:, T_total - T_new :, :]
+
+
+# --8<-- [end:in_attention]

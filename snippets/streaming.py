@@ -4,8 +4,9 @@ A model trained on T tokens meets a stream of any length. Three ways to read it
 with a window of W tokens: recompute the last W tokens for each new token; keep
 a rolling KV cache of the last W tokens; or keep the first `sinks` tokens in the
 cache for good as well (StreamingLLM, Xiao et al. 2023). Needs torch and, from
-this folder, model.py (the GPT) and positions.py (RoPE). Shape letters: B batch,
-T sequence length, C channels, H heads, D head size, L layers, V vocabulary.
+this folder, model.py (the GPT), positions.py (RoPE) and taming.py (its layer).
+Shape letters: B batch, T sequence length, C channels, H heads, D head size,
+L layers, V vocabulary.
 """
 
 # --8<-- [start:imports]
@@ -14,6 +15,7 @@ import torch.nn.functional as F
 
 from snippets.model import GPT
 from snippets.positions import apply_rope
+from snippets.taming import TamedAttention
 
 # --8<-- [end:imports]
 
@@ -112,19 +114,26 @@ def stream_step(
     x = model.tok_emb(token)  # (B, 1) -> (B, 1, C); RoPE adds no position vector
     B, _, C = x.shape
     for layer, block in enumerate(model.blocks):
-        attn = block.attn
-        H, D = attn.n_head, C // attn.n_head
-        q, k, v = attn.qkv(block.ln1(x)).split(C, dim=-1)  # 3 x (B, 1, C)
-        # (B, 1, C) -> (B, H, 1, D) each
-        q, k, v = (t.view(B, 1, H, D).transpose(1, 2) for t in (q, k, v))
+        attn, h = block.attn, block.ln1(x)  # (B, 1, C)
+        tamed = isinstance(attn, TamedAttention)  # the taming-softmax pieces
+        if tamed:
+            q, k, v = attn.heads(h)  # (B, H, 1, D) each, QK-norm applied
+        else:
+            H, D = attn.n_head, C // attn.n_head
+            q, k, v = attn.qkv(h).split(C, dim=-1)  # 3 x (B, 1, C)
+            # (B, 1, C) -> (B, H, 1, D) each
+            q, k, v = (t.view(B, 1, H, D).transpose(1, 2) for t in (q, k, v))
         keys, values = cache.add(layer, k, v)  # (B, H, n, D), keys not yet rotated
         n = keys.size(2)
         q = apply_rope(q, offset=n - 1)  # the newest token: the last place
         keys = apply_rope(keys)  # places 0 .. n - 1
         # no mask: the newest token may see all n cached tokens
-        y = F.scaled_dot_product_attention(q, keys, values)  # (B, H, 1, D)
-        y = y.transpose(1, 2).reshape(B, 1, C)  # (B, 1, C)
-        x = x + block.drop(attn.proj(y))
+        if tamed:  # sinks, cap and gate as in training
+            y = attn.attend(q, keys, values, h, causal=False)  # (B, 1, C)
+        else:
+            y = F.scaled_dot_product_attention(q, keys, values)  # (B, H, 1, D)
+            y = attn.proj(y.transpose(1, 2).reshape(B, 1, C))  # (B, 1, C)
+        x = x + block.drop(y)
         x = x + block.mlp(block.ln2(x))  # (B, 1, C)
     cache.seen += 1
     return model.lm_head(model.ln_f(x))[:, 0]  # (B, V)

@@ -13,7 +13,6 @@ from snippets.attention import (
     causal_mask,
     scaled_dot_product_attention,
 )
-from snippets.positions import POSITIONS
 
 # Small sizes: the whole file runs in a few seconds on 2 CPU cores.
 B, T, C, H, CONTEXT = 2, 8, 32, 4, 16
@@ -298,26 +297,3 @@ def test_from_multihead_rejects_other_modules():
 def test_bad_input(module, x, message, return_weights):
     with pytest.raises(ValueError, match=re.escape(message)):
         module(x, return_weights=return_weights)
-
-
-# --- position schemes -------------------------------------------------------------------
-
-
-# 3 * CONTEXT: past the training length, for the schemes without a table.
-CASES = [(p, T) for p in POSITIONS] + [(p, 3 * CONTEXT) for p in POSITIONS if p != "learned"]
-
-
-@pytest.mark.parametrize(("position", "T_"), CASES)
-def test_batched_matches_multihead_for_every_position_scheme(position, T_):
-    max_length = None if position == "learned" else 3 * CONTEXT
-    torch.manual_seed(0)
-    mha = MultiHeadAttention(H, C, CONTEXT, position=position, max_length=max_length)
-    batched = CausalSelfAttention.from_multihead(mha)
-    assert (batched.position, batched.max_length) == (position, max_length)
-    x = randn(B, T_, C)
-    out_mha, weights_mha = mha(x, return_weights=True)
-    assert_close(batched(x), out_mha, atol=1e-5, rtol=1e-5)
-    out_b, weights_b = batched(x, return_weights=True)
-    assert_close(out_b, out_mha, atol=1e-5, rtol=1e-5)
-    assert_close(weights_b, weights_mha, atol=1e-5, rtol=1e-5)
-    assert torch.equal(weights_b.triu(1), torch.zeros_like(weights_b))  # still causal

@@ -70,26 +70,6 @@ def trained():
 # --- data -------------------------------------------------------------------------------
 
 
-def test_repeated_tokens_repeat_a_segment_of_distinct_tokens():
-    generator = torch.Generator().manual_seed(0)
-    rows = repeated_tokens(64, 40, 26, 4, 16, generator)
-    assert rows.shape == (64, 40) and rows.dtype == torch.long
-    assert 0 <= rows.min() and rows.max() < 26
-    periods = set()
-    for row in rows.tolist():
-        period = next(p for p in range(4, 17) if row[p:] == row[:-p])
-        assert len(set(row[:period])) == period  # distinct within the segment
-        periods.add(period)
-    assert len(periods) > 5  # the period changes from row to row
-
-
-def test_repeated_tokens_fixed_period_and_seed():
-    a = repeated_tokens(8, 32, 26, P, generator=torch.Generator().manual_seed(1))
-    b = repeated_tokens(8, 32, 26, P, generator=torch.Generator().manual_seed(1))
-    assert torch.equal(a, b)
-    assert torch.equal(a[:, P:], a[:, :P])
-
-
 @pytest.mark.parametrize(
     "kwargs",
     [{"min_period": 1}, {"min_period": 10, "max_period": 8}, {"max_period": 27}],
@@ -97,11 +77,6 @@ def test_repeated_tokens_fixed_period_and_seed():
 def test_config_rejects_bad_periods(kwargs):
     with pytest.raises(ValueError, match="min_period"):
         InductionConfig(**kwargs)
-
-
-def test_repeated_tokens_rejects_a_period_longer_than_the_vocabulary():
-    with pytest.raises(ValueError, match=r"max_period \(30\) <= vocab_size \(26\)"):
-        repeated_tokens(2, 32, 26, 4, 30)
 
 
 # --- the model and the scores -----------------------------------------------------------

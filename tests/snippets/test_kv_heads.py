@@ -6,6 +6,7 @@ the cache is recomputing; kv_cache_bytes counts what the cache really holds.
 """
 
 import dataclasses
+import re
 
 import pytest
 import torch
@@ -98,6 +99,13 @@ def test_latent_form_equals_the_up_projected_form(name):
 def test_expand_kv_gives_query_head_h_the_kv_head_h_over_group_size():
     kv = torch.arange(3.0).view(1, 3, 1, 1)  # kv head g holds the number g
     assert expand_kv(kv, 2).flatten().tolist() == [0, 0, 1, 1, 2, 2]
+
+
+@pytest.mark.parametrize("group_size", [0, -1, 1.5, True])
+def test_expand_kv_refuses_a_group_size_that_is_not_a_positive_int(group_size):
+    # expand_kv(kv, 0) once returned an empty tensor without a word.
+    with pytest.raises(ValueError, match=re.escape(f"group_size ({group_size!r})")):
+        expand_kv(torch.zeros(1, 2, 3, 4), group_size)
 
 
 @pytest.mark.parametrize("n_head, n_kv_head", [(6, 3), (6, 2), (8, 2), (8, 4), (4, 4)])

@@ -11,7 +11,7 @@ import pytest
 import torch
 from torch.testing import assert_close
 
-from snippets.attention import CausalSelfAttention, Head, MultiHeadAttention
+from snippets.attention import CausalSelfAttention
 from snippets.model import GPT, GPTConfig, parameter_count
 from snippets.positions import (
     POSITIONS,
@@ -109,6 +109,18 @@ def test_rope_score_depends_only_on_the_distance():
     # change with the distance.
     q, k = randn(D, seed=3), randn(D, seed=4)
     assert abs(rope_at(q, 10) @ rope_at(k, 3) - rope_at(q, 10) @ rope_at(k, 4)) > 1e-3
+
+
+def test_rope_rotates_low_precision_input_in_float32_and_rounds_once():
+    x = randn(4, 64, 32, seed=3)
+    for dtype in (torch.bfloat16, torch.float16):
+        low = x.to(dtype)
+        # One rounding, at the end: exactly the float32 rotation of the same input.
+        assert torch.equal(
+            apply_rope(low, offset=100), apply_rope(low.float(), offset=100).to(dtype)
+        )
+    exact = apply_rope(x.double(), offset=100)
+    assert_close(apply_rope(x, offset=100).double(), exact, atol=1e-5, rtol=0)  # float32 as before
 
 
 def test_rope_offset_continues_the_sequence():
@@ -252,14 +264,6 @@ def test_learned_keeps_its_weight_names_and_only_it_has_a_table():
         (
             lambda: CausalSelfAttention(4, 12, 8, position="rope"),
             "position='rope' needs an even head size, got D=3",
-        ),
-        (
-            lambda: MultiHeadAttention(4, 16, 8, position="learned", max_length=9),
-            "max_length (9) > context_length (8) needs a position scheme without a table",
-        ),
-        (
-            lambda: Head(4, 16, 8, position="alibi"),
-            "alibi_slope (None) must be given for position='alibi'",
         ),
     ],
 )

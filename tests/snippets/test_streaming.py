@@ -116,3 +116,31 @@ def test_a_model_without_rope_is_refused():
     model = GPT(GPTConfig(vocab_size=11, context_length=8, n_embed=16, n_head=2, n_layer=1))
     with pytest.raises(ValueError, match=r"position \('learned'\) must be 'rope'"):
         stream_logits(model, tokens(1, 4), window=4)
+
+
+@pytest.mark.parametrize(
+    "pieces",
+    [{"sinks": True}, {"gate": "elementwise"}, {"qk_norm": "head", "soft_cap": 3.0, "sinks": True}],
+)
+def test_the_taming_pieces_stream_as_they_train(pieces):
+    # A tamed layer read token by token (its sinks, cap, norm and gate applied at every
+    # step) gives the full forward pass, and with one layer recompute's logits.
+    torch.manual_seed(0)
+    config = GPTConfig(
+        vocab_size=11, context_length=16, n_embed=16, n_head=2, n_layer=1,
+        position="rope", max_length=64, **pieces,
+    )  # fmt: skip
+    model = GPT(config).eval()
+    with torch.no_grad():  # sinks away from 0, gate and norm scales away from their start
+        for p in model.parameters():
+            p.add_(0.2 * torch.randn_like(p))
+    idx = tokens(2, 30)
+    full, _ = model(idx)
+    assert_close(stream_logits(model, idx, window=30), full, rtol=1e-5, atol=1e-5)
+    window = 8
+    assert_close(
+        stream_logits(model, idx, window=window),
+        recompute_logits(model, idx, window=window),
+        rtol=1e-5,
+        atol=1e-5,
+    )

@@ -1,0 +1,268 @@
+"""Today's model families at their published sizes: the numbers, once.
+
+Each entry holds the attention fields of a published config.json (its address
+in "source"), under transformers' field names, so that the same loader that
+builds the tested layers (lab/from_transformers.spec_from_config) reads them:
+the page's table, its KV-cache sizes and the suite's equality tests all start
+here. Qwen3-Next's linear-attention layers have no per-token cache (their
+state has a fixed size) and are counted as such.
+"""
+
+import functools
+
+from lab.from_transformers import layer_type, spec_from_config
+from snippets.mla import MLASpec
+
+__all__ = ["PUBLISHED", "published_config", "layer_specs", "kv_bytes", "table_rows"]
+
+HF = "https://huggingface.co/{}/blob/main/config.json"
+PUBLISHED = {
+    "Llama 3.1 8B": {
+        "source": HF.format("meta-llama/Llama-3.1-8B"),
+        "model_type": "llama",
+        "hidden_size": 4096,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "head_dim": 128,
+        "max_position_embeddings": 131072,
+        "rope_parameters": {
+            "rope_type": "llama3",
+            "rope_theta": 500000.0,
+            "factor": 8.0,
+            "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 8192,
+        },
+    },
+    "Mistral 7B v0.1": {
+        "source": HF.format("mistralai/Mistral-7B-v0.1"),
+        "model_type": "mistral",
+        "hidden_size": 4096,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "head_dim": 128,
+        "sliding_window": 4096,
+        "max_position_embeddings": 32768,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0},
+    },
+    "Qwen3 8B": {
+        "source": HF.format("Qwen/Qwen3-8B"),
+        "model_type": "qwen3",
+        "hidden_size": 4096,
+        "num_hidden_layers": 36,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "head_dim": 128,
+        "max_position_embeddings": 40960,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0},
+    },
+    "Gemma 2 9B": {
+        "source": HF.format("google/gemma-2-9b"),
+        "model_type": "gemma2",
+        "hidden_size": 3584,
+        "num_hidden_layers": 42,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 8,
+        "head_dim": 256,
+        "sliding_window": 4096,
+        "query_pre_attn_scalar": 256,
+        "attn_logit_softcapping": 50.0,
+        "max_position_embeddings": 8192,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0},
+    },
+    "Gemma 3 4B": {
+        "source": HF.format("google/gemma-3-4b-pt"),
+        "model_type": "gemma3_text",
+        "hidden_size": 2560,
+        "num_hidden_layers": 34,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 4,
+        "head_dim": 256,
+        "sliding_window": 1024,
+        "query_pre_attn_scalar": 256,
+        "max_position_embeddings": 131072,
+        "rope_parameters": {
+            "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+            "full_attention": {"rope_type": "linear", "rope_theta": 1000000.0, "factor": 8.0},
+        },
+    },
+    "gpt-oss-120b": {
+        "source": HF.format("openai/gpt-oss-120b"),
+        "model_type": "gpt_oss",
+        "hidden_size": 2880,
+        "num_hidden_layers": 36,
+        "num_attention_heads": 64,
+        "num_key_value_heads": 8,
+        "head_dim": 64,
+        "sliding_window": 128,
+        "attention_bias": True,
+        "max_position_embeddings": 131072,
+        "rope_parameters": {
+            "rope_type": "yarn",
+            "rope_theta": 150000.0,
+            "factor": 32.0,
+            "beta_fast": 32.0,
+            "beta_slow": 1.0,
+            "truncate": False,
+            "original_max_position_embeddings": 4096,
+        },
+    },
+    "DeepSeek-V3": {
+        "source": HF.format("deepseek-ai/DeepSeek-V3"),
+        "model_type": "deepseek_v3",
+        "hidden_size": 7168,
+        "num_hidden_layers": 61,
+        "num_attention_heads": 128,
+        "num_key_value_heads": 128,
+        "q_lora_rank": 1536,
+        "kv_lora_rank": 512,
+        "qk_nope_head_dim": 128,
+        "qk_rope_head_dim": 64,
+        "v_head_dim": 128,
+        "max_position_embeddings": 163840,
+        "rope_parameters": {
+            "rope_type": "yarn",
+            "rope_theta": 10000.0,
+            "factor": 40.0,
+            "mscale": 1.0,
+            "mscale_all_dim": 1.0,
+            "beta_fast": 32.0,
+            "beta_slow": 1.0,
+            "original_max_position_embeddings": 4096,
+        },
+    },
+    "Llama 4 Scout": {
+        "source": HF.format("meta-llama/Llama-4-Scout-17B-16E"),
+        "model_type": "llama4_text",
+        "hidden_size": 5120,
+        "num_hidden_layers": 48,
+        "num_attention_heads": 40,
+        "num_key_value_heads": 8,
+        "head_dim": 128,
+        "attention_chunk_size": 8192,
+        "no_rope_layer_interval": 4,
+        "use_qk_norm": True,
+        "attn_temperature_tuning": True,
+        "floor_scale": 8192,
+        "attn_scale": 0.1,
+        "max_position_embeddings": 10485760,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 500000.0},
+    },
+    "Qwen3-Next 80B-A3B": {
+        "source": HF.format("Qwen/Qwen3-Next-80B-A3B-Instruct"),
+        "model_type": "qwen3_next",
+        "hidden_size": 2048,
+        "num_hidden_layers": 48,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 2,
+        "head_dim": 256,
+        "full_attention_interval": 4,
+        "max_position_embeddings": 262144,
+        "rope_parameters": {
+            "rope_type": "default",
+            "rope_theta": 10000000.0,
+            "partial_rotary_factor": 0.25,
+        },
+    },
+}
+
+
+@functools.cache
+def published_config(name: str):
+    """The transformers config of a published family (no weights)."""
+    import transformers
+
+    if name not in PUBLISHED:
+        raise ValueError(f"name ({name!r}) must be one of {list(PUBLISHED)}")
+    fields = {k: v for k, v in PUBLISHED[name].items() if k not in ("source", "model_type")}
+    return transformers.AutoConfig.for_model(PUBLISHED[name]["model_type"], **fields)
+
+
+def layer_specs(name: str) -> list:
+    """One spec per layer; None for a layer without attention (linear)."""
+    config = published_config(name)
+    return [
+        None if layer_type(config, i) == "linear_attention" else spec_from_config(config, i)
+        for i in range(config.num_hidden_layers)
+    ]
+
+
+def kv_bytes(name: str, tokens: int, bytes_per_element: int = 2) -> int:
+    """Bytes of KV cache for `tokens` positions of one sequence (bf16: 2).
+
+    Keys and values: 2 G D numbers per token and layer; MLA: R + Dr. A window
+    or chunk layer holds at most `size` positions.
+    """
+    total = 0
+    for spec in layer_specs(name):
+        if spec is None:
+            continue
+        if isinstance(spec, MLASpec):
+            total += (spec.kv_rank + spec.rope_head_size) * tokens
+            continue
+        held = tokens if spec.size is None else min(tokens, spec.size)
+        total += 2 * spec.n_kv_head * spec.head_size * held
+    return total * bytes_per_element
+
+
+def _positions(spec) -> str:
+    if spec.rope is None:
+        return "none (NoPE)" + (", temperature" if spec.temperature else "")
+    r = spec.rope
+    text = f"RoPE {r.base:,.0f}"
+    if r.rotary_dim:
+        text += f" on {r.rotary_dim} of {getattr(spec, 'head_size', r.rotary_dim)}"
+    if r.scaling != "default":
+        text += f", {r.scaling} x{r.factor:g}"
+    return text
+
+
+def table_rows() -> list[dict]:
+    """The page's table: one row per family, from its layers' specs."""
+    rows = []
+    for name in PUBLISHED:
+        specs = layer_specs(name)
+        attention = [s for s in specs if s is not None]
+        first = attention[0]
+        kinds = {}
+        for s in specs:
+            key = "linear" if s is None else getattr(s, "kind", "full")
+            if s is not None and getattr(s, "size", None):
+                key += f" {s.size}"
+            kinds[key] = kinds.get(key, 0) + 1
+        if isinstance(first, MLASpec):
+            heads = f"{first.n_head} / latent"
+            size = f"{first.nope_head_size}+{first.rope_head_size} (v {first.v_head_size})"
+            extras = f"MLA: q {first.q_rank}, kv {first.kv_rank}, rope key {first.rope_head_size}"
+            norm = "RMSNorm on q and kv latents"
+        else:
+            heads = f"{first.n_head} / {first.n_kv_head}"
+            size = str(first.head_size)
+            norm = {None: "", "head": "QK-norm"}[first.qk_norm]
+            if first.qk_norm and not first.qk_norm_weight:
+                norm = "QK L2-norm (RoPE layers)"
+            if first.softcap:
+                norm = (norm + ", " if norm else "") + f"cap {first.softcap:g}"
+            extras = ", ".join(
+                x for x in ("sinks" if first.sinks else "", "gate" if first.gate else "") if x
+            )
+        positions = sorted({_positions(s) for s in attention})
+        rows.append(
+            {
+                "family": name,
+                "source": PUBLISHED[name]["source"],
+                "heads": heads,
+                "head_size": size,
+                "positions": "; ".join(positions),
+                "norm": norm or "-",
+                "schedule": ", ".join(f"{n} {k}" for k, n in kinds.items()),
+                "extras": extras or "-",
+                "model_type": PUBLISHED[name]["model_type"],
+                "kv_token": kv_bytes(name, 1),
+                "kv_32k": kv_bytes(name, 32 * 1024),
+                "kv_128k": kv_bytes(name, 128 * 1024),
+            }
+        )
+    return rows

@@ -1,0 +1,301 @@
+"""The oracle: the guide's layer for a layer of a transformers model, same weights.
+
+    layer = load_attention(model, layer_index)
+    y = layer(x)  # x (B, T, C) at positions 0 .. T - 1, the layer's own mask
+
+returns what `model.model.layers[layer_index].self_attn` returns (its first
+output) for the hidden states it receives. Families: Llama (with Llama 3's RoPE
+scaling), Mistral, Qwen3, Gemma 2, Gemma 3 (text), gpt-oss, DeepSeek-V3
+(MLA), Llama 4 (text) and Qwen3-Next (its full-attention layers). A config the
+guide's layer cannot express raises a ValueError naming the field.
+
+Two layouts differ and are converted here, not in the layer:
+- RoPE pairs. The guide turns adjacent channels (2i, 2i + 1), as RoFormer,
+  Llama 4 and DeepSeek do; most transformers models turn (i, i + R/2). Scores
+  q . k do not change when q and k have their channels permuted alike, so the
+  rows of W_q and W_k (and QK-norm scales) are permuted into the guide's order.
+- RMSNorm scales that Gemma 3 and Qwen3-Next store as w - 1 become w.
+
+The dispatch point is LAYER_LOADERS: a layer type ("linear_attention" for
+Qwen3-Next's linear layers) can bring its own loader.
+"""
+
+import math
+from collections.abc import Callable
+
+import torch
+import torch.nn as nn
+
+from lab.linear_from_transformers import load_linear_attention
+from snippets.configurable import AttentionSpec, ConfigurableAttention
+from snippets.mla import LatentAttention, MLASpec
+from snippets.rope_scaling import SCALINGS, RopeSpec
+
+__all__ = [
+    "FAMILIES",
+    "LAYER_LOADERS",
+    "layer_type",
+    "rope_spec",
+    "spec_from_config",
+    "load_attention",
+]
+
+# model_type -> how its checkpoints lay out RoPE pairs: "half" (i, i + R/2)
+# or "adjacent" (2i, 2i + 1, the guide's).
+FAMILIES = {
+    "llama": "half",
+    "mistral": "half",
+    "qwen3": "half",
+    "gemma2": "half",
+    "gemma3_text": "half",
+    "gpt_oss": "half",
+    "deepseek_v3": "adjacent",  # rope_interleave=True, its default
+    "llama4_text": "adjacent",  # complex multiplication of (2i, 2i + 1)
+    "qwen3_next": "half",
+}
+# RMSNorm scales stored as w - 1 (transformers applies 1 + weight).
+ONE_PLUS = ("gemma3_text", "qwen3_next")
+KINDS = {"full_attention": "full", "sliding_attention": "window", "chunked_attention": "chunk"}
+# A layer type with a loader of its own: layer type -> loader(model, index).
+LAYER_LOADERS: dict[str, Callable[[nn.Module, int], nn.Module]] = {
+    "linear_attention": load_linear_attention,  # Qwen3-Next's Gated DeltaNet
+}
+
+
+def _field(config, name: str, default=None):
+    value = getattr(config, name, default)
+    return default if value is None else value
+
+
+def layer_type(config, index: int) -> str:
+    """transformers' name for layer `index`: full, sliding, chunked, linear."""
+    n = config.num_hidden_layers
+    if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < n:
+        raise ValueError(f"layer_index ({index!r}) must be an int in 0 .. {n - 1}")
+    types = getattr(config, "layer_types", None)
+    if types:
+        return types[index]
+    if config.model_type == "mistral" and config.sliding_window:
+        return "sliding_attention"  # Mistral: every layer, if it has a window
+    return "full_attention"
+
+
+def rope_spec(config, kind: str, head_size: int) -> RopeSpec:
+    """The RopeSpec of a layer of type `kind` from config.rope_parameters."""
+    params = config.rope_parameters
+    if kind in params:  # Gemma 3: one dict per layer type
+        params = params[kind]
+    scaling = params.get("rope_type", "default")
+    if scaling not in SCALINGS:
+        _refuse(
+            config,
+            "rope_parameters['rope_type']",
+            scaling,
+            f"not a scaling the guide's layer has: {list(SCALINGS)}",
+        )
+    rotary = int(head_size * params.get("partial_rotary_factor", 1.0))
+    original = params.get("original_max_position_embeddings")
+    if scaling == "dynamic":
+        original = config.max_position_embeddings
+    factor = params.get("factor") or 1.0
+    if scaling == "yarn" and params.get("factor") is None:
+        factor = config.max_position_embeddings / original
+    return RopeSpec(
+        base=float(params["rope_theta"]),
+        rotary_dim=None if rotary == head_size else rotary,
+        scaling=scaling,
+        factor=float(factor),
+        original_length=original,
+        low_freq_factor=params.get("low_freq_factor", 1.0),
+        high_freq_factor=params.get("high_freq_factor", 4.0),
+        beta_fast=params.get("beta_fast") or 32.0,
+        beta_slow=params.get("beta_slow") or 1.0,
+        truncate=params.get("truncate", True),
+        attention_factor=params.get("attention_factor"),
+        mscale=params.get("mscale"),
+        mscale_all_dim=params.get("mscale_all_dim"),
+    )
+
+
+def _refuse(config, name: str, value, why: str) -> None:
+    raise ValueError(f"config.{name} ({value!r}): {why}")
+
+
+def spec_from_config(config, index: int) -> AttentionSpec | MLASpec:
+    """Layer `index` of a transformers config, as the guide's spec."""
+    family = config.model_type
+    if family not in FAMILIES:
+        _refuse(config, "model_type", family, f"not one of {list(FAMILIES)}")
+    kind_name = layer_type(config, index)
+    if kind_name not in KINDS:
+        _refuse(config, "layer_types", kind_name, f"layer {index}: no loader for it")
+    if getattr(config, "use_bidirectional_attention", False):
+        _refuse(config, "use_bidirectional_attention", True, "the layer is causal")
+    if family == "deepseek_v3":
+        return _mla_spec(config)
+    C, H = config.hidden_size, config.num_attention_heads
+    D = _field(config, "head_dim", C // H)
+    kind = KINDS[kind_name]
+    size = {"full": None, "window": getattr(config, "sliding_window", None)}
+    size["chunk"] = getattr(config, "attention_chunk_size", None)
+    uses_rope = True
+    if family == "llama4_text":
+        uses_rope = bool(config.no_rope_layers[index])
+    rope = rope_spec(config, kind_name, D) if uses_rope else None
+    temperature = None
+    if family == "llama4_text" and not uses_rope and config.attn_temperature_tuning:
+        temperature = (int(config.floor_scale), float(config.attn_scale))
+    qk_norm, after = None, False
+    if family in ("qwen3", "gemma3_text", "qwen3_next"):
+        qk_norm = "head"
+    if family == "llama4_text" and config.use_qk_norm and uses_rope:
+        qk_norm, after = "head", True
+    scale = None
+    if family in ("gemma2", "gemma3_text"):
+        scale = config.query_pre_attn_scalar**-0.5
+    bias = bool(_field(config, "attention_bias", False))
+    return AttentionSpec(
+        n_embed=C,
+        n_head=H,
+        n_kv_head=config.num_key_value_heads,
+        head_size=D,
+        kind=kind,
+        size=size[kind],
+        rope=rope,
+        scale=scale,
+        bias=bias,
+        out_bias=bias,
+        qk_norm=qk_norm,
+        qk_norm_weight=family != "llama4_text",
+        qk_norm_after_rope=after,
+        eps=config.rms_norm_eps,
+        softcap=getattr(config, "attn_logit_softcapping", None),
+        sinks=family == "gpt_oss",
+        gate="elementwise" if family == "qwen3_next" else None,
+        temperature=temperature,
+    )
+
+
+def _mla_spec(config) -> MLASpec:
+    rope = rope_spec(config, "full_attention", config.qk_rope_head_dim)
+    Dq = config.qk_nope_head_dim + config.qk_rope_head_dim
+    scale = Dq**-0.5
+    if rope.scaling != "default" and rope.mscale_all_dim and rope.factor > 1:
+        mscale = 0.1 * rope.mscale_all_dim * math.log(rope.factor) + 1  # DeepSeek
+        scale = scale * mscale * mscale
+    if config.num_key_value_heads != config.num_attention_heads:
+        _refuse(
+            config,
+            "num_key_value_heads",
+            config.num_key_value_heads,
+            "MLA has one latent for all heads",
+        )
+    return MLASpec(
+        n_embed=config.hidden_size,
+        n_head=config.num_attention_heads,
+        kv_rank=config.kv_lora_rank,
+        nope_head_size=config.qk_nope_head_dim,
+        rope_head_size=config.qk_rope_head_dim,
+        v_head_size=config.v_head_dim,
+        q_rank=config.q_lora_rank,
+        rope=rope,
+        scale=scale,
+        eps=config.rms_norm_eps,
+        bias=bool(_field(config, "attention_bias", False)),
+    )
+
+
+# --- weights -------------------------------------------------------------------------------
+
+
+def _half_to_adjacent(D: int, R: int) -> torch.Tensor:
+    """Channel order taking pairs (i, i + R/2) of a head to (2i, 2i + 1)."""
+    pairs = [c for i in range(R // 2) for c in (i, i + R // 2)]
+    return torch.tensor(pairs + list(range(R, D)))
+
+
+def _heads_rows(t: torch.Tensor, n: int, order: torch.Tensor) -> torch.Tensor:
+    """Reorder the rows of each of n heads of a weight (n*D, ...) or bias (n*D,)."""
+    return t.reshape(n, -1, *t.shape[1:])[:, order].reshape(t.shape)
+
+
+def _copy(dst: nn.Linear, weight: torch.Tensor, bias: torch.Tensor | None) -> None:
+    dst.weight.copy_(weight)
+    if dst.bias is not None:
+        dst.bias.copy_(bias)
+
+
+@torch.no_grad()
+def _load_gqa(module: nn.Module, spec: AttentionSpec, family: str) -> ConfigurableAttention:
+    layer = ConfigurableAttention(spec).to(module.o_proj.weight.dtype)
+    H, G, D = spec.n_head, spec.n_kv_head, spec.head_size
+    R = (spec.rope.rotary_dim or D) if spec.rope else D
+    order = torch.arange(D)
+    if spec.rope is not None and FAMILIES[family] == "half":
+        order = _half_to_adjacent(D, R)
+    q_w, q_b = module.q_proj.weight, module.q_proj.bias
+    if spec.gate:  # Qwen3-Next: per head [query (D) | gate (D)]
+        q_w, g_w = q_w.view(H, 2, D, -1).unbind(1)
+        q_w, g_w = q_w.reshape(H * D, -1), g_w.reshape(H * D, -1)
+        g_b = None
+        if q_b is not None:
+            q_b, g_b = q_b.view(H, 2, D).unbind(1)
+            q_b, g_b = q_b.reshape(-1), g_b.reshape(-1)
+        _copy(layer.gate, g_w, g_b)
+    q_b = None if q_b is None else _heads_rows(q_b, H, order)
+    _copy(layer.q, _heads_rows(q_w, H, order), q_b)
+    k_b = module.k_proj.bias
+    k_b = None if k_b is None else _heads_rows(k_b, G, order)
+    _copy(layer.k, _heads_rows(module.k_proj.weight, G, order), k_b)
+    _copy(layer.v, module.v_proj.weight, module.v_proj.bias)
+    _copy(layer.proj, module.o_proj.weight, module.o_proj.bias)
+    if spec.qk_norm and spec.qk_norm_weight:
+        one = 1.0 if family in ONE_PLUS else 0.0
+        layer.q_norm.copy_(module.q_norm.weight[order] + one)
+        layer.k_norm.copy_(module.k_norm.weight[order] + one)
+    if spec.sinks:
+        layer.sinks.copy_(module.sinks)
+    return layer
+
+
+@torch.no_grad()
+def _load_mla(module: nn.Module, spec: MLASpec, config) -> LatentAttention:
+    layer = LatentAttention(spec).to(module.o_proj.weight.dtype)
+    Dn, Dr, R = spec.nope_head_size, spec.rope_head_size, spec.kv_rank
+    order = torch.arange(Dn + Dr)  # per query head: [nope | rope]
+    down = torch.arange(R + Dr)  # kv_down's rows: [latent | rope key]
+    if not getattr(config, "rope_interleave", True):
+        turn = _half_to_adjacent(Dr, Dr)
+        order = torch.cat([order[:Dn], Dn + turn])
+        down = torch.cat([down[:R], R + turn])
+    if spec.q_rank is None:
+        layer.q_proj.weight.copy_(_heads_rows(module.q_proj.weight, spec.n_head, order))
+    else:
+        _copy(layer.q_down, module.q_a_proj.weight, module.q_a_proj.bias)
+        layer.q_norm.weight.copy_(module.q_a_layernorm.weight)
+        layer.q_up.weight.copy_(_heads_rows(module.q_b_proj.weight, spec.n_head, order))
+    kv_a = module.kv_a_proj_with_mqa
+    _copy(layer.kv_down, kv_a.weight[down], None if kv_a.bias is None else kv_a.bias[down])
+    layer.kv_norm.weight.copy_(module.kv_a_layernorm.weight)
+    layer.kv_up.weight.copy_(module.kv_b_proj.weight)
+    _copy(layer.proj, module.o_proj.weight, module.o_proj.bias)
+    return layer
+
+
+def load_attention(model: nn.Module, layer_index: int) -> nn.Module:
+    """The guide's layer equal to the attention of decoder layer layer_index.
+
+    model: a transformers *ForCausalLM (or its .model) of a family in FAMILIES.
+    Returns a ConfigurableAttention or, for DeepSeek-V3, a LatentAttention:
+    call it as layer(x) on the hidden states the transformers layer receives.
+    """
+    config = model.config
+    kind = layer_type(config, layer_index)
+    if kind in LAYER_LOADERS:
+        return LAYER_LOADERS[kind](model, layer_index)
+    spec = spec_from_config(config, layer_index)
+    decoder = model.model if hasattr(model, "model") else model
+    module = decoder.layers[layer_index].self_attn
+    if isinstance(spec, MLASpec):
+        return _load_mla(module, spec, config).eval()
+    return _load_gqa(module, spec, config.model_type).eval()

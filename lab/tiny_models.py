@@ -1,0 +1,209 @@
+"""Tiny random transformers models of every family, and what their layers saw.
+
+Nothing is downloaded: each model is built from a config at a tiny size that
+keeps the family's choices (window and chunk sizes shrunk below the test
+length, RoPE scaling with its published rule, a published layer schedule).
+Freshly initialised weights (std 0.02) give nearly uniform attention, under
+which wrong layers still agree: perturb() makes attention sharp.
+
+    model = tiny_model("gemma3_text")
+    seen = record_layers(model, tokens)  # per layer: input, output, weights
+"""
+
+import torch
+import torch.nn as nn
+
+__all__ = ["TINY", "tiny_config", "tiny_model", "perturb", "record_layers", "WINDOW"]
+
+WINDOW = 8  # every window and chunk; the tests run T = 3 * WINDOW
+# What every tiny model shares: C = 48 channels, H = 4 heads of D = 16
+# (H * D = 64 != C: the head size is its own number), G = 2 key/value heads.
+COMMON = {
+    "vocab_size": 64,
+    "hidden_size": 48,
+    "intermediate_size": 32,
+    "num_hidden_layers": 4,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 16,
+    "max_position_embeddings": 64,
+}
+MOE = {"num_experts_per_tok": 1}
+# model_type -> (config class name, the family's own fields).
+TINY = {
+    "llama": (
+        "LlamaConfig",
+        {
+            "rope_parameters": {  # Llama 3.1's rule, lengths shrunk
+                "rope_type": "llama3",
+                "rope_theta": 500000.0,
+                "factor": 8.0,
+                "low_freq_factor": 1.0,
+                "high_freq_factor": 4.0,
+                "original_max_position_embeddings": 16,
+            },
+        },
+    ),
+    "mistral": ("MistralConfig", {"sliding_window": WINDOW}),
+    "qwen3": ("Qwen3Config", {}),
+    "gemma2": (
+        "Gemma2Config",
+        {
+            "sliding_window": WINDOW,
+            "query_pre_attn_scalar": 16,
+            "attn_logit_softcapping": 50.0,
+        },
+    ),
+    "gemma3_text": (
+        "Gemma3TextConfig",
+        {
+            "sliding_window": WINDOW,
+            "query_pre_attn_scalar": 16,
+            "num_hidden_layers": 6,  # the published 5 window layers to 1 full
+            "rope_parameters": {
+                "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                "full_attention": {
+                    "rope_type": "linear",
+                    "rope_theta": 1000000.0,
+                    "factor": 8.0,
+                },
+            },
+        },
+    ),
+    "gpt_oss": (
+        "GptOssConfig",
+        {
+            "sliding_window": WINDOW,
+            "num_local_experts": 2,
+            **MOE,
+            "rope_parameters": {
+                "rope_type": "yarn",
+                "rope_theta": 150000.0,
+                "factor": 32.0,
+                "beta_fast": 32.0,
+                "beta_slow": 1.0,
+                "truncate": False,
+                "original_max_position_embeddings": 16,
+            },
+        },
+    ),
+    "deepseek_v3": (
+        "DeepseekV3Config",
+        {
+            "q_lora_rank": 24,
+            "kv_lora_rank": 16,
+            "qk_nope_head_dim": 8,
+            "qk_rope_head_dim": 8,
+            "v_head_dim": 12,
+            "num_key_value_heads": 4,
+            "head_dim": 8,  # transformers' RoPE reads head_dim: the rope part's
+            "n_routed_experts": 2,
+            "n_shared_experts": 1,
+            "n_group": 1,
+            "topk_group": 1,
+            "first_k_dense_replace": 1,
+            "moe_intermediate_size": 16,
+            **MOE,
+            "rope_parameters": {
+                "rope_type": "yarn",
+                "rope_theta": 10000.0,
+                "factor": 40.0,
+                "mscale": 1.0,
+                "mscale_all_dim": 1.0,
+                "beta_fast": 32.0,
+                "beta_slow": 1.0,
+                "original_max_position_embeddings": 16,
+            },
+        },
+    ),
+    "llama4_text": (
+        "Llama4TextConfig",
+        {
+            "attention_chunk_size": WINDOW,
+            "num_local_experts": 2,
+            "intermediate_size_mlp": 32,
+            "floor_scale": 4,
+            "attn_scale": 0.1,
+            **MOE,
+        },
+    ),
+    "qwen3_next": (
+        "Qwen3NextConfig",
+        {
+            "num_experts": 2,
+            "moe_intermediate_size": 16,
+            "shared_expert_intermediate_size": 16,
+            "linear_num_value_heads": 2,
+            "linear_num_key_heads": 2,
+            "linear_key_head_dim": 8,
+            "linear_value_head_dim": 8,
+            **MOE,
+        },
+    ),
+}
+
+
+def tiny_config(family: str, **changes):
+    """The tiny config of a family (a model_type in TINY), with changes."""
+    import transformers
+
+    if family not in TINY:
+        raise ValueError(f"family ({family!r}) must be one of {list(TINY)}")
+    name, fields = TINY[family]
+    return getattr(transformers, name)(**{**COMMON, **fields, **changes})
+
+
+def tiny_model(family: str, seed: int = 0, **changes) -> nn.Module:
+    """A random, sharpened, eager-attention float32 model of the family."""
+    import transformers
+
+    torch.manual_seed(seed)
+    config = tiny_config(family, **changes)
+    model = transformers.AutoModelForCausalLM.from_config(
+        config, attn_implementation="eager", dtype=torch.float32
+    )
+    perturb(model, seed)
+    return model.eval()
+
+
+@torch.no_grad()
+def perturb(model: nn.Module, seed: int = 0, std: float = 0.25) -> None:
+    """Every attention weight redrawn with std `std` (biases, norms and sinks
+    too, around their usual values): scores of several units, sharp rows."""
+    g = torch.Generator().manual_seed(seed)
+    for layer in model.model.layers:
+        attention = getattr(layer, "self_attn", None)
+        if attention is None:
+            continue
+        for name, p in attention.named_parameters():
+            noise = torch.randn(p.shape, generator=g) * std
+            if "norm" in name:  # scales about 2, whether stored as w or w - 1
+                p.copy_(p.round() + 1 + noise)
+            elif name == "sinks":
+                p.copy_(noise * 8)  # logits of a few units
+            else:
+                p.copy_(noise)
+
+
+@torch.no_grad()
+def record_layers(model: nn.Module, tokens: torch.Tensor) -> list[dict]:
+    """Run the model once; per decoder layer, what its attention got and gave:
+    {"x": hidden states (B, T, C), "y": first output, "weights": second}."""
+    seen, hooks = [], []
+    for layer in model.model.layers:
+        module = getattr(layer, "self_attn", None)
+        seen.append({})
+        if module is None:
+            continue
+
+        def hook(module, args, kwargs, output, record=seen[-1]):
+            record["x"] = kwargs["hidden_states"]
+            record["y"], record["weights"] = output[0], output[1]
+
+        hooks.append(module.register_forward_hook(hook, with_kwargs=True))
+    try:
+        model(tokens)
+    finally:
+        for h in hooks:
+            h.remove()
+    return seen

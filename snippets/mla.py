@@ -1,0 +1,192 @@
+"""Multi-head latent attention as DeepSeek-V2 and V3 run it: with RoPE.
+
+Needs torch, snippets/positions.py (through rope_scaling) and
+snippets/layer_schedule.py. snippets/kv_heads.py has the simple MLA, without
+positions; this is the full one (DeepSeek-V2, section 2.1):
+
+- the query is compressed too: x -> q_rank numbers -> RMSNorm -> heads;
+- the latent c (kv_rank numbers per position) is RMSNorm-ed; it is what the
+  cache keeps, with
+- one decoupled RoPE key of rope_head_size per position, shared by all heads:
+  RoPE cannot sit between the latent and the query (it would turn the key
+  up-projection differently at every position), so each head's query has a
+  second part that meets this one turned key;
+- the absorbed decode (section 2.1.3): the key up-projection moves to the
+  query side and the value up-projection after the weighted sum, so a step
+  reads the latents and rope keys directly.
+
+Shape letters: B batch, T positions, C channels, H heads, R kv_rank, Dn the
+no-RoPE part of a query/key head, Dr its RoPE part, Dv a value head.
+"""
+
+# --8<-- [start:imports]
+import dataclasses
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from snippets.layer_schedule import LayerCache, visible
+from snippets.rope_scaling import RopeSpec, rotate
+
+# --8<-- [end:imports]
+
+__all__ = ["MLASpec", "LatentAttention"]
+
+
+# --8<-- [start:spec]
+@dataclasses.dataclass(frozen=True)
+class MLASpec:
+    """One MLA layer's numbers (DeepSeek-V3: C=7168, H=128, q_rank=1536,
+    kv_rank=512, Dn=128, Dr=64, Dv=128).
+
+    q_rank None: queries projected straight from x (DeepSeek-V2-Lite).
+    scale None: 1 / sqrt(Dn + Dr).
+    """
+
+    n_embed: int
+    n_head: int
+    kv_rank: int
+    nope_head_size: int
+    rope_head_size: int
+    v_head_size: int
+    q_rank: int | None = None
+    rope: RopeSpec = RopeSpec()
+    scale: float | None = None
+    eps: float = 1e-6
+    bias: bool = False
+
+    def __post_init__(self):
+        for name in (
+            "n_embed",
+            "n_head",
+            "kv_rank",
+            "nope_head_size",
+            "v_head_size",
+        ):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} ({value!r}) must be an int >= 1")
+        if self.rope_head_size < 2 or self.rope_head_size % 2:
+            raise ValueError(
+                f"rope_head_size ({self.rope_head_size}) must be even and >= 2"
+            )
+
+
+# --8<-- [end:spec]
+
+
+# --8<-- [start:layer]
+class LatentAttention(nn.Module):
+    """DeepSeek's MLA; the weights are laid out as in its checkpoints."""
+
+    def __init__(self, spec: MLASpec):
+        super().__init__()
+        self.spec = s = spec
+        H, C = s.n_head, s.n_embed
+        Dq = s.nope_head_size + s.rope_head_size  # a query (and key) head
+        if s.q_rank is None:
+            self.q_proj = nn.Linear(C, H * Dq, bias=False)
+        else:  # x -> q_rank -> RMSNorm -> H heads
+            self.q_down = nn.Linear(C, s.q_rank, bias=s.bias)
+            self.q_norm = nn.RMSNorm(s.q_rank, eps=s.eps)
+            self.q_up = nn.Linear(s.q_rank, H * Dq, bias=False)
+        # x -> [latent (R) | the shared rope key (Dr)]: all a cache keeps.
+        self.kv_down = nn.Linear(C, s.kv_rank + s.rope_head_size, bias=s.bias)
+        self.kv_norm = nn.RMSNorm(s.kv_rank, eps=s.eps)
+        # latent -> per head [key without RoPE (Dn) | value (Dv)]
+        self.kv_up = nn.Linear(
+            s.kv_rank, H * (s.nope_head_size + s.v_head_size), bias=False
+        )
+        self.proj = nn.Linear(H * s.v_head_size, C, bias=s.bias)
+        self.scale = s.scale or 1 / math.sqrt(Dq)
+
+    def queries(self, x: torch.Tensor, offset: int = 0):
+        """x (B, T, C) -> q_nope (B, H, T, Dn), q_rope (B, H, T, Dr) turned."""
+        s, (B, T, _) = self.spec, x.shape
+        if s.q_rank is None:
+            q = self.q_proj(x)
+        else:
+            q = self.q_up(self.q_norm(self.q_down(x)))
+        q = q.view(B, T, s.n_head, -1).transpose(1, 2)  # (B, H, T, Dn + Dr)
+        q_nope, q_rope = q.split([s.nope_head_size, s.rope_head_size], dim=-1)
+        return q_nope, rotate(q_rope, s.rope, offset)
+
+    def latents(self, x: torch.Tensor, offset: int = 0):
+        """x (B, T, C) -> c (B, T, R) normed, k_rope (B, T, Dr) turned."""
+        c, k_rope = self.kv_down(x).split(
+            [self.spec.kv_rank, self.spec.rope_head_size], -1
+        )
+        return self.kv_norm(c), rotate(k_rope, self.spec.rope, offset)
+
+    def _up(self):
+        """kv_up's weight per head: keys (H, Dn, R), values (H, Dv, R)."""
+        s = self.spec
+        w = self.kv_up.weight.view(s.n_head, s.nope_head_size + s.v_head_size, -1)
+        return w.split([s.nope_head_size, s.v_head_size], dim=1)
+
+    def attend(self, q_nope, q_rope, c, k_rope, mask=None) -> torch.Tensor:
+        """Training form: every head's keys and values projected up from c.
+
+        q_nope (B, H, Tn, Dn), q_rope (B, H, Tn, Dr), c (B, Ta, R), k_rope
+        (B, Ta, Dr), mask (Tn, Ta) bool or None (causal) -> (B, Tn, C).
+        """
+        s, (B, H, Tn, _) = self.spec, q_nope.shape
+        kv = self.kv_up(c).view(B, c.size(1), H, -1).transpose(1, 2)
+        k_nope, v = kv.split([s.nope_head_size, s.v_head_size], dim=-1)
+        k_rope = k_rope.unsqueeze(1).expand(-1, H, -1, -1)  # one key, all heads
+        q = torch.cat([q_nope, q_rope], dim=-1)  # (B, H, Tn, Dn + Dr)
+        k = torch.cat([k_nope, k_rope], dim=-1)  # (B, H, Ta, Dn + Dr)
+        y = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, is_causal=mask is None, scale=self.scale
+        )  # (B, H, Tn, Dv)
+        return self.proj(y.transpose(1, 2).reshape(B, Tn, -1))
+
+    # --8<-- [end:layer]
+
+    # --8<-- [start:absorbed]
+    def attend_absorbed(self, q_nope, q_rope, c, k_rope, mask=None) -> torch.Tensor:
+        """attend's result, reading the latents and rope keys as they are.
+
+        Score of head h: q_nope . (W_uk,h c) + q_rope . k_rope
+                       = (W_uk,h^T q_nope) . c + q_rope . k_rope,
+        so each head scores [c | k_rope] with the query [W_uk,h^T q_nope |
+        q_rope]: one shared key "head" of width R + Dr. The output
+        sum_j w_j W_uv,h c_j = W_uv,h (sum_j w_j c_j). Same arguments as attend.
+        """
+        B, H, Tn, _ = q_nope.shape
+        w_k, w_v = self._up()  # (H, Dn, R), (H, Dv, R)
+        q_latent = q_nope @ w_k  # (B, H, Tn, Dn) x (H, Dn, R) -> (B, H, Tn, R)
+        q = torch.cat([q_latent, q_rope], dim=-1)  # (B, H, Tn, R + Dr)
+        k = torch.cat([c, k_rope], dim=-1).unsqueeze(1)  # (B, 1, Ta, R + Dr)
+        scores = (q @ k.transpose(-2, -1)) * self.scale  # (B, H, Tn, Ta)
+        if mask is None:
+            Ta = c.size(1)
+            mask = torch.ones(Tn, Ta, dtype=torch.bool, device=c.device).tril(
+                Ta - Tn
+            )
+        weights = scores.masked_fill(~mask, float("-inf")).softmax(dim=-1)
+        y_latent = weights @ c.unsqueeze(1)  # (B, H, Tn, R)
+        y = y_latent @ w_v.transpose(1, 2)  # (B, H, Tn, R) x (H, R, Dv)
+        return self.proj(y.transpose(1, 2).reshape(B, Tn, -1))
+
+    # --8<-- [end:absorbed]
+
+    def forward(self, x: torch.Tensor, cache=None) -> torch.Tensor:
+        """x (B, T, C) at positions 0 .. T - 1, or after the cache's positions:
+        then only [c | k_rope] of the new positions join the cache, and the
+        step reads it absorbed."""
+        if cache is None:
+            q_nope, q_rope = self.queries(x)
+            return self.attend(q_nope, q_rope, *self.latents(x))
+        offset = cache.seen
+        q_nope, q_rope = self.queries(x, offset)
+        (c, k_rope), k_pos = cache.add(*self.latents(x, offset))
+        q_pos = torch.arange(offset, offset + x.size(1), device=x.device)
+        mask = visible(q_pos, k_pos)
+        return self.attend_absorbed(q_nope, q_rope, c, k_rope, mask)
+
+    def new_cache(self) -> LayerCache:
+        """An empty cache: latents and rope keys of every position."""
+        return LayerCache("full")

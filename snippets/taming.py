@@ -1,0 +1,389 @@
+"""Taming softmax: QK-norm, soft-capped scores, learned sinks and an output gate.
+
+Four small pieces that today's open models put around softmax attention, each a
+function on the tensors attention already has: queries and keys (B, H, T, D),
+scores (B, H, T, T_k), the heads' outputs (B, T, C). TamedAttention composes
+them into a layer the guide's GPT can train with (GPTConfig's qk_norm, soft_cap,
+sinks and gate). Needs torch and snippets/attention.py. Shape letters: B batch,
+T sequence length (T_k keys), C channels (n_embed), H heads, D head size (C // H).
+"""
+
+# --8<-- [start:imports]
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from snippets.attention import (
+    _check_config,
+    _check_input,
+    alibi_mask,
+    apply_position,
+    causal_mask,
+)
+from snippets.positions import check_position
+
+# --8<-- [end:imports]
+
+__all__ = [
+    "QK_NORMS",
+    "GATES",
+    "rms_norm",
+    "qk_norm",
+    "QKNorm",
+    "soft_cap",
+    "soft_cap_score_mod",
+    "sink_softmax",
+    "sink_attention",
+    "gate_output",
+    "OutputGate",
+    "TamedAttention",
+    "check_taming",
+    "taming_parameters",
+]
+
+QK_NORMS = (None, "head", "all")  # per head (Qwen3, Gemma 3), all heads (OLMo 2)
+GATES = (None, "elementwise", "head")  # per head and channel (Qwen3-Next), per head
+
+
+# --8<-- [start:qk_norm]
+def rms_norm(
+    x: torch.Tensor, weight: torch.Tensor | None = None, eps: float = 1e-6
+) -> torch.Tensor:
+    """x divided by its root mean square over the last dimension, times weight.
+
+    (..., N) -> (..., N); weight (N,), one learned scale per channel. Computed in
+    float32 as transformers' Qwen3RMSNorm does. Gemma 3 and Qwen3-Next store the
+    scale minus one: pass 1 + their weight.
+    """
+    N = x.size(-1)
+    if weight is not None and tuple(weight.shape) != (N,):
+        raise ValueError(
+            f"weight of shape {tuple(weight.shape)} must be ({N},): one scale per "
+            f"channel of the last dimension of x {tuple(x.shape)}"
+        )
+    x32 = x.float()
+    y = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)  # rms 1
+    y = y.to(x.dtype)
+    return y if weight is None else y * weight
+
+
+def qk_norm(
+    x: torch.Tensor,
+    weight: torch.Tensor | None = None,
+    eps: float = 1e-6,
+    *,
+    across_heads: bool = False,
+) -> torch.Tensor:
+    """RMSNorm on queries or keys x (B, H, T, D), before RoPE -> (B, H, T, D).
+
+    Per head (Qwen3, Gemma 3): each head's D channels, weight (D,). Across heads
+    (OLMo 2): the H * D channels of a position together, as OLMo 2 normalises the
+    projection before splitting it into heads, weight (H * D,).
+    """
+    if x.dim() != 4:
+        raise ValueError(
+            f"qk_norm needs queries or keys of shape (B, H, T, D), got "
+            f"{x.dim()} dimensions {tuple(x.shape)}"
+        )
+    if not across_heads:
+        return rms_norm(x, weight, eps)  # over D: every head has rms 1
+    B, H, T, D = x.shape
+    flat = x.transpose(1, 2).reshape(B, T, H * D)  # heads side by side, as before
+    flat = rms_norm(flat, weight, eps)  # over H * D: one rms per position
+    return flat.view(B, T, H, D).transpose(1, 2)  # (B, H, T, D)
+
+
+class QKNorm(nn.Module):
+    """Learned RMSNorm scales for queries and keys, applied together.
+
+    Args:
+        n_head: H.
+        head_size: D.
+        across_heads: False, per head (scales (D,)); True, OLMo 2's (H * D,).
+        eps: added to the mean square, as transformers' rms_norm_eps.
+    """
+
+    def __init__(
+        self,
+        n_head: int,
+        head_size: int,
+        *,
+        across_heads: bool = False,
+        eps: float = 1e-6,
+    ):
+        super().__init__()
+        width = n_head * head_size if across_heads else head_size
+        self.across_heads, self.eps = across_heads, eps
+        self.q_weight = nn.Parameter(torch.ones(width))
+        self.k_weight = nn.Parameter(torch.ones(width))
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor):
+        """q, k (B, H, T, D) -> both normalised, (B, H, T, D) each."""
+        options = {"eps": self.eps, "across_heads": self.across_heads}
+        q = qk_norm(q, self.q_weight, **options)
+        return q, qk_norm(k, self.k_weight, **options)
+
+
+# --8<-- [end:qk_norm]
+
+
+# --8<-- [start:soft_cap]
+def _check_cap(cap: float) -> None:
+    if isinstance(cap, bool) or not isinstance(cap, (int, float)):
+        raise ValueError(f"cap ({cap!r}) must be a positive number")
+    if not (cap > 0 and math.isfinite(cap)):
+        raise ValueError(
+            f"cap ({cap!r}) must be positive and finite: scores become "
+            f"cap * tanh(score / cap), inside (-cap, cap)"
+        )
+
+
+def soft_cap(scores: torch.Tensor, cap: float) -> torch.Tensor:
+    """cap * tanh(scores / cap): about the score when small, never beyond +-cap.
+
+    Gemma 2 applies it to the scaled scores (B, H, T, T_k) before the mask, with
+    cap 50 (config.attn_logit_softcapping).
+    """
+    _check_cap(cap)
+    return cap * torch.tanh(scores / cap)
+
+
+def soft_cap_score_mod(cap: float):
+    """The same cap as a FlexAttention score_mod, applied to the scaled scores."""
+    _check_cap(cap)
+
+    def score_mod(score, b, h, q_idx, kv_idx):
+        return cap * torch.tanh(score / cap)
+
+    return score_mod
+
+
+# --8<-- [end:soft_cap]
+
+
+# --8<-- [start:sinks]
+def _check_sinks(sinks: torch.Tensor, n_head: int) -> None:
+    if not isinstance(sinks, torch.Tensor) or tuple(sinks.shape) != (n_head,):
+        shape = tuple(sinks.shape) if isinstance(sinks, torch.Tensor) else sinks
+        raise ValueError(
+            f"sinks {shape!r} must be a tensor of shape ({n_head},): one logit "
+            f"per head"
+        )
+
+
+def sink_softmax(scores: torch.Tensor, sinks: torch.Tensor) -> torch.Tensor:
+    """Softmax over the keys and one more logit per head, which is then dropped.
+
+    scores (B, H, T, T_k), masked (-inf) already; sinks (H,). As gpt-oss: the
+    sink logit joins each row as an extra column, softmax, the column goes. Rows
+    of the result sum to 1 minus the sink's share: a head may attend to nothing.
+    """
+    B, H, T, _ = scores.shape
+    _check_sinks(sinks, H)
+    column = sinks.to(scores.dtype).view(1, H, 1, 1).expand(B, H, T, 1)
+    weights = F.softmax(torch.cat([scores, column], dim=-1), dim=-1)  # T_k + 1
+    return weights[..., :-1]  # (B, H, T, T_k)
+
+
+def sink_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    sinks: torch.Tensor,
+    mask: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """sink_softmax(q k^T / sqrt(D)) @ v, in one F.scaled_dot_product_attention.
+
+    The sink is one extra key of zeros, whose score q . 0 = 0 plus the mask's
+    value sinks[h] is the sink logit for every query, and whose value is zeros:
+    it takes its share of the weight and adds nothing. q (B, H, T, D), k and v
+    (B, H, T_k, D); mask: bool (T, T_k), True where a query may attend, or a
+    float bias (H, T, T_k) to add; None: every key. -> (B, H, T, D).
+    """
+    B, H, T, D = q.shape
+    _check_sinks(sinks, H)
+    T_k = k.size(-2)
+    bias = torch.zeros(H, T, T_k, dtype=q.dtype, device=q.device)  # 0: attend
+    if mask is not None and mask.dtype == torch.bool:
+        bias = bias.masked_fill(~mask, float("-inf"))
+    elif mask is not None:
+        bias = bias + mask
+    column = sinks.to(q.dtype).view(H, 1, 1).expand(H, T, 1)
+    bias = torch.cat([bias, column], dim=-1)  # (H, T, T_k + 1)
+    zero = k.new_zeros(*k.shape[:-2], 1, D)  # (B, H, 1, D): its key and value
+    k, v = torch.cat([k, zero], dim=-2), torch.cat([v, zero], dim=-2)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=bias)  # (B, H, T, D)
+
+
+# --8<-- [end:sinks]
+
+
+# --8<-- [start:gate]
+def gate_output(y: torch.Tensor, gate: torch.Tensor, n_head: int) -> torch.Tensor:
+    """The heads' outputs y (B, T, C) times sigmoid(gate), before the projection.
+
+    gate (B, T, C): one gate per head and channel, as Qwen3-Next; (B, T, H): one
+    per head, shared by its D channels. A gate near 0 lets a head add nothing.
+    """
+    B, T, C = y.shape
+    width = gate.size(-1)
+    if width == C:
+        return y * torch.sigmoid(gate)  # (B, T, C)
+    if width != n_head or C % n_head:
+        raise ValueError(
+            f"gate width ({width}) must be C={C} (a gate per channel) or "
+            f"n_head={n_head} (a gate per head)"
+        )
+    heads = y.view(B, T, n_head, C // n_head)  # (B, T, H, D)
+    return (heads * torch.sigmoid(gate)[..., None]).view(B, T, C)
+
+
+class OutputGate(nn.Module):
+    """The gate's logits computed from the layer's input x, as Qiu et al. 2025.
+
+    Args:
+        n_embed: C.
+        n_head: H.
+        per_head: a gate per head instead of per channel.
+    """
+
+    def __init__(self, n_embed: int, n_head: int, *, per_head: bool = False):
+        super().__init__()
+        self.n_head = n_head
+        width = n_head if per_head else n_embed
+        self.logits = nn.Linear(n_embed, width, bias=False)
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """x (B, T, C) the layer's input, y (B, T, C) the heads' outputs."""
+        return gate_output(y, self.logits(x), self.n_head)
+
+
+# --8<-- [end:gate]
+
+
+# --8<-- [start:layer]
+def check_taming(qk_norm=None, soft_cap=None, sinks=False, gate=None) -> None:
+    """Reject a piece that is not one of the choices, naming it."""
+    if qk_norm not in QK_NORMS:
+        raise ValueError(f"qk_norm ({qk_norm!r}) must be one of {list(QK_NORMS)}")
+    if soft_cap is not None:
+        _check_cap(soft_cap)
+    if not isinstance(sinks, bool):
+        raise ValueError(f"sinks ({sinks!r}) must be True or False")
+    if gate not in GATES:
+        raise ValueError(f"gate ({gate!r}) must be one of {list(GATES)}")
+
+
+def taming_parameters(n_head, n_embed, qk_norm=None, sinks=False, gate=None) -> int:
+    """The parameters the pieces add to one layer (the cap has none)."""
+    D = n_embed // n_head
+    count = {None: 0, "head": 2 * D, "all": 2 * n_embed}[qk_norm]
+    count += n_head if sinks else 0
+    count += {None: 0, "head": n_embed * n_head, "elementwise": n_embed**2}[gate]
+    return count
+
+
+class TamedAttention(nn.Module):
+    """CausalSelfAttention with any of the pieces; with none, exactly that layer.
+
+    Args:
+        n_head: H, as CausalSelfAttention (whose parameters qkv and proj have
+            the same names here).
+        n_embed: C.
+        context_length: the training length.
+        position: a name in POSITIONS; "rope" and "alibi" act here.
+        max_length: the longest sequence accepted (None: context_length).
+        qk_norm: None, "head" or "all" (see QK_NORMS).
+        soft_cap: None, or c > 0: scores become c * tanh(s / c).
+        sinks: a learned sink logit per head, starting at 0.
+        gate: None, "elementwise" or "head" (see GATES).
+    """
+
+    def __init__(
+        self,
+        n_head: int,
+        n_embed: int,
+        context_length: int,
+        *,
+        position: str = "learned",
+        max_length: int | None = None,
+        qk_norm: str | None = None,
+        soft_cap: float | None = None,
+        sinks: bool = False,
+        gate: str | None = None,
+    ):
+        super().__init__()
+        _check_config(n_head, n_embed, context_length)
+        check_position(position, n_embed // n_head, context_length, max_length)
+        check_taming(qk_norm, soft_cap, sinks, gate)
+        self.n_head, self.n_embed = n_head, n_embed
+        self.context_length, self.max_length = context_length, max_length
+        self.position, self.cap = position, soft_cap
+        self.qkv = nn.Linear(n_embed, 3 * n_embed, bias=False)
+        self.proj = nn.Linear(n_embed, n_embed)
+        D = n_embed // n_head
+        self.norm = None
+        if qk_norm is not None:
+            self.norm = QKNorm(n_head, D, across_heads=qk_norm == "all")
+        self.sinks = nn.Parameter(torch.zeros(n_head)) if sinks else None
+        self.gate = None
+        if gate is not None:
+            self.gate = OutputGate(n_embed, n_head, per_head=gate == "head")
+
+    def heads(self, x: torch.Tensor):
+        """x (B, T, C) -> q, k, v (B, H, T, D), normalised, not yet rotated."""
+        B, T, C = x.shape
+        H, D = self.n_head, C // self.n_head
+        q, k, v = self.qkv(x).split(C, dim=-1)  # 3 x (B, T, C)
+        q, k, v = (t.view(B, T, H, D).transpose(1, 2) for t in (q, k, v))
+        if self.norm is not None:
+            q, k = self.norm(q, k)  # before RoPE, as Qwen3 and OLMo 2
+        return q, k, v
+
+    def attend(self, q, k, v, x, *, causal=True, return_weights=False):
+        """Rotated q (B, H, T, D), k and v (B, H, T_k, D), the input x (B, T, C).
+
+        causal: query i sees keys 0..i (T_k == T); False: every key (the newest
+        token reading a cache). -> (B, T, C), and weights (B, H, T, T_k).
+        """
+        B, H, T, D = q.shape
+        mask = causal_mask(T).to(q.device) if causal else None  # (T, T) bool
+        if self.position == "alibi":  # a float bias holding the causal mask
+            mask = alibi_mask(H, T, k.size(-2)).to(device=q.device, dtype=q.dtype)
+        weights = None
+        if self.cap is not None or return_weights:  # the scores, written out
+            scores = q @ k.transpose(-2, -1) / math.sqrt(D)  # (B, H, T, T_k)
+            if self.cap is not None:
+                scores = soft_cap(scores, self.cap)  # before the mask (Gemma 2)
+            if mask is not None and mask.dtype == torch.bool:
+                scores = scores.masked_fill(~mask, float("-inf"))
+            elif mask is not None:
+                scores = scores + mask
+            if self.sinks is None:
+                weights = F.softmax(scores, dim=-1)
+            else:
+                weights = sink_softmax(scores, self.sinks)
+            y = weights @ v  # (B, H, T, D)
+        elif self.sinks is not None:
+            y = sink_attention(q, k, v, self.sinks, mask)
+        elif mask is None or mask.dtype == torch.bool:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        else:
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        y = y.transpose(1, 2).reshape(B, T, H * D)  # heads side by side
+        if self.gate is not None:
+            y = self.gate(x, y)  # each head's output times its gate
+        y = self.proj(y)  # (B, T, C)
+        return (y, weights) if return_weights else y
+
+    def forward(self, x: torch.Tensor, *, return_weights: bool = False):
+        """x (B, T, C) -> (B, T, C); with return_weights, also (B, H, T, T)."""
+        _check_input(x, self.n_embed, self.context_length, self.max_length)
+        q, k, v = self.heads(x)
+        q, k = apply_position(q, k, self.position)  # RoPE turns q and k
+        return self.attend(q, k, v, x, return_weights=return_weights)
+
+
+# --8<-- [end:layer]

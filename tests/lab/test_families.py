@@ -1,0 +1,41 @@
+"""lab/families.py: the published configs the page's table reads, through the loader the
+oracle tests; the KV-cache bytes it prints, checked against the guide's kv_cache_bytes."""
+
+import pytest
+
+pytest.importorskip("transformers")
+
+from lab.families import PUBLISHED, kv_bytes, layer_specs, table_rows  # noqa: E402
+from lab.tiny_models import TINY  # noqa: E402
+from snippets.kv_heads import kv_cache_bytes  # noqa: E402
+
+
+def test_every_published_family_is_one_the_suite_proves_equal():
+    assert {entry["model_type"] for entry in PUBLISHED.values()} == set(TINY)
+
+
+def test_full_layers_cache_what_kv_cache_bytes_counts():
+    for tokens in (1, 32768):
+        expected = kv_cache_bytes(n_layer=32, tokens=tokens, n_kv_head=8, head_size=128)
+        assert kv_bytes("Llama 3.1 8B", tokens) == expected
+    mla = kv_cache_bytes(n_layer=61, tokens=4096, kv_latent=512, rope_head_size=64)
+    assert kv_bytes("DeepSeek-V3", 4096) == mla
+
+
+def test_window_and_chunk_layers_are_capped_at_their_size():
+    assert kv_bytes("Mistral 7B v0.1", 131072) == kv_bytes("Mistral 7B v0.1", 4096)
+    # Gemma 2: 21 window layers stop at 4096, 21 full layers go on.
+    per_layer = 2 * 8 * 256 * 2  # bytes per token and layer
+    assert kv_bytes("Gemma 2 9B", 8192) == 21 * per_layer * (4096 + 8192)
+    # Qwen3-Next: only its 12 attention layers cache per token.
+    specs = layer_specs("Qwen3-Next 80B-A3B")
+    assert sum(s is not None for s in specs) == 12
+    assert kv_bytes("Qwen3-Next 80B-A3B", 1) == 12 * 2 * 2 * 256 * 2
+
+
+def test_the_table_has_a_row_per_family_with_its_source():
+    rows = table_rows()
+    assert [r["family"] for r in rows] == list(PUBLISHED)
+    assert all(r["source"].startswith("https://huggingface.co/") for r in rows)
+    gemma3 = next(r for r in rows if r["family"] == "Gemma 3 4B")
+    assert gemma3["schedule"] == "29 window 1024, 5 full"
