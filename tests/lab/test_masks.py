@@ -1,11 +1,53 @@
-"""Tests for lab/masks.py: `python -m lab.masks cost --quick` end to end and the committed result
-file (tests/lab/test_figures.py redraws the mask figures). No timing is asserted: times depend
-on the machine."""
+"""Tests for lab/masks.py: its compiled FlexAttention (flex_forward), `python -m lab.masks cost
+--quick` end to end and the committed result file (tests/lab/test_figures.py redraws the mask
+figures). No timing is asserted: times depend on the machine.
+
+Every test here that runs flex_forward calls it with the benchmark's shapes (B=1, H=4, D=32,
+the window of 64), so the process compiles the kernel once, at the first call, and the others
+reuse it: the compile is most of this module's time (about 15 s of CPU with a cold inductor
+cache, as on a clean clone), and these tests are one module so that they share one process.
+"""
 
 import json
 import xml.etree.ElementTree as ET
 
+import torch
+import torch.nn.functional as F
+from torch.testing import assert_close
+
 from lab import masks as lab_masks
+from lab.masks import WINDOW, block_mask_for, flex_forward, window_mask_mod
+from snippets.masks import sliding_window_mask
+
+H, D = 4, 32  # the benchmark's heads and head size: one compiled kernel for all
+
+
+def randn(*shape: int, seed: int) -> torch.Tensor:
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+def test_flex_forward_sees_exactly_the_last_window_tokens():
+    T = 512  # four 128-blocks: whole blocks outside the window are skipped
+    block_mask = block_mask_for(window_mask_mod(WINDOW), T)
+    q, k, v = (randn(1, H, T, D, seed=s) for s in range(3))  # B = 1, as the benchmark
+    base = flex_forward(q, k, v, block_mask)  # (1, H, T, D)
+    for t in (WINDOW, 200, 255, 256, T - 1):  # in the first block, across a block edge
+        # Token t - window is just outside the window, t - window + 1 the oldest one inside.
+        for s, inside in ((t - WINDOW, False), (t - WINDOW + 1, True)):
+            k2, v2 = k.clone(), v.clone()
+            k2[:, :, s] += 5.0
+            v2[:, :, s] += 5.0
+            moved = not torch.equal(flex_forward(q, k2, v2, block_mask)[:, :, t], base[:, :, t])
+            assert moved == inside, f"t={t}: token {s} changed; the output moved: {moved}"
+
+
+def test_flex_forward_equals_sdpa_with_the_dense_mask():
+    for T in (512, 1024):
+        q, k, v = (randn(1, H, T, D, seed=T + s) for s in range(3))
+        got = flex_forward(q, k, v, block_mask_for(window_mask_mod(WINDOW), T))
+        dense = sliding_window_mask(T, WINDOW)  # (T, T), broadcast over B and H
+        expected = F.scaled_dot_product_attention(q, k, v, attn_mask=dense)
+        assert_close(got, expected, atol=1e-5, rtol=0)
 
 
 def test_cost_quick_runs_end_to_end(tmp_path, capsys):

@@ -36,7 +36,7 @@ def pytest_addoption(parser):
         "--no-record",
         action="store_true",
         help=f"do not note the pages that ran green in {LAST_RUN} (the run under other CPU "
-        "settings in tests/test_portability.py uses it)",
+        "settings in tests/pages/test_portability.py uses it)",
     )
 
 

@@ -2,9 +2,8 @@
 
 A number printed at noise level (a rounding difference to two significant digits, a sum of
 many floats to the last digit) changes with the CPU's vector width, the BLAS path and the
-thread count. The suite's own run uses this machine's best kernels and one thread; each test
-here runs every page's blocks once more in a fresh `python -m pytest docs` (the settings are
-read when torch is imported, so they need a new process), with one setting changed:
+thread count. The suite's own run uses this machine's best kernels and one thread. Four
+settings change that:
 
 * `ATEN_CPU_CAPABILITY`: PyTorch's own kernels built for AVX2, or the plain build with no
   vector instructions at all (an AVX-512 machine's own run covers AVX-512);
@@ -12,16 +11,25 @@ read when torch is imported, so they need a new process), with one setting chang
 * two torch threads instead of one, as in a reader's notebook (`GUIDE_TORCH_THREADS`, read
   by the repository's conftest.py).
 
-One setting by hand: `GUIDE_TORCH_THREADS=2 .venv/bin/python -m pytest docs -n 0`.
+The settings are read when torch is imported, so each needs a fresh `python -m pytest docs`,
+and one such run costs about 25 s of CPU. The four are applied in two runs, two settings each:
+the AVX2 kernels with the old MKL/oneDNN instruction sets, the plain kernels on two threads.
+The two kernel settings cannot share a run (they are values of one variable); the other two
+act on other code (matrix products, the thread pool), so they sit with either. Combining keeps
+the check: every page's every block still runs under every setting, so a block that breaks
+under one setting breaks its run. What it loses is the attribution (which of the two settings
+it was), and the failure message gives that back by hand: one command per setting, each
+applying that setting alone to the failing pages.
 """
 
 import os
 import re
-import shutil
+import shlex
 import subprocess
 import sys
 
 import pytest
+import torch
 
 from lab.common import ROOT
 
@@ -33,16 +41,35 @@ SETTINGS = {
     "2-threads": {"GUIDE_TORCH_THREADS": "2", "OMP_WAIT_POLICY": "PASSIVE"},
 }
 
-# What conftest.py's report header must say under each setting, so a setting that silently did
-# not apply cannot pass. (MKL and oneDNN have no such read-back.)
+# The runs: each applies the settings it names, all at once.
+RUNS = {
+    "avx2-kernels+old-mkl-onednn": ("avx2-kernels", "old-mkl-onednn"),
+    "plain-kernels+2-threads": ("plain-kernels", "2-threads"),
+}
+
+# What conftest.py's report header must say under each run, so a setting that silently did not
+# apply cannot pass. (MKL and oneDNN have no such read-back.)
 EXPECTED_HEADER = {
-    "avx2-kernels": "CPU capability AVX2, 1 threads",
-    "plain-kernels": "CPU capability DEFAULT, 1 threads",
-    "old-mkl-onednn": ", 1 threads",
-    "2-threads": ", 2 threads",
+    "avx2-kernels+old-mkl-onednn": "CPU capability AVX2, 1 threads",
+    "plain-kernels+2-threads": "CPU capability DEFAULT, 2 threads",
 }
 
 _FAILED = re.compile(r"^(?:FAILED|ERROR) (?P<page>\S+\.md)::line (?P<line>\d+)", re.MULTILINE)
+
+
+def inductor_cache(name: str) -> dict[str, str]:
+    """A compile cache of its own: another CPU is another machine. A kernel compiled under this
+    machine's AVX-512 and reused under ATEN_CPU_CAPABILITY=avx2 gives wrong FlexAttention
+    outputs, with no error (docs/masks.md)."""
+    return {"TORCHINDUCTOR_CACHE_DIR": str(ROOT / ".cache" / "inductor" / name)}
+
+
+def run_env(run: str) -> dict[str, str]:
+    """The environment a run adds: every one of its settings, and its own compile cache."""
+    env = {}
+    for setting in RUNS[run]:
+        env.update(SETTINGS[setting])
+    return {**env, **inductor_cache(run)}
 
 
 def run_pages(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
@@ -69,30 +96,49 @@ def first_failure(stdout: str) -> str:
     return stdout[start:] if start >= 0 else stdout[-8000:]
 
 
-def explain(setting: str, proc: subprocess.CompletedProcess) -> str:
-    env = " ".join(f"{k}={v}" for k, v in SETTINGS.get(setting, {}).items())
-    where = ", ".join(failures(proc)) or "no block named: see the output"
+def assignments(env: dict[str, str]) -> str:
+    """VAR=value ..., for a command run from the repository's root."""
+    root = f"{ROOT}{os.sep}"
+    return " ".join(f"{k}={shlex.quote(v.removeprefix(root))}" for k, v in env.items())
+
+
+def explain(run: str, proc: subprocess.CompletedProcess) -> str:
+    """The failure: the run's settings, the blocks that failed, and one command per setting
+    that applies it alone, to find which of the run's settings breaks them."""
+    failed = failures(proc)
+    where = ", ".join(failed) or "no block named: see the output"
+    pages = " ".join(sorted({f.rsplit(":", 1)[0] for f in failed})) or "docs"
+    alone = "\n".join(
+        f"  {setting}: {assignments({**SETTINGS[setting], **inductor_cache(setting)})} "
+        f".venv/bin/python -m pytest {pages} -n 0"
+        for setting in RUNS[run]
+    )
     return (
-        f"under the setting {setting!r} ({env}), the pages' blocks fail at {where}.\n"
-        f"Rerun by hand: {env} .venv/bin/python -m pytest docs -n 0\n"
+        f"under the settings {run!r} together ({assignments(run_env(run))}), the pages' blocks "
+        f"fail at {where}.\nThe run applies {len(RUNS[run])} settings at once; to find which "
+        f"one breaks them, rerun with each alone, by hand:\n{alone}\n"
         f"--- stdout (from the first failure) ---\n{first_failure(proc.stdout)[:8000]}\n"
         f"--- stderr (end) ---\n{proc.stderr[-2000:]}"
     )
 
 
-@pytest.mark.parametrize("setting", SETTINGS)
-def test_pages_hold_under(setting):
-    # Another CPU is another machine, with an inductor cache of its own: a kernel compiled
-    # under this machine's AVX-512 and reused under ATEN_CPU_CAPABILITY=avx2 gives wrong
-    # FlexAttention outputs, with no error (docs/masks.md).
-    cache = {"TORCHINDUCTOR_CACHE_DIR": str(ROOT / ".cache" / "inductor" / setting)}
+def test_the_runs_apply_every_setting_once():
+    applied = [setting for run in RUNS.values() for setting in run]
+    assert sorted(applied) == sorted(SETTINGS)
+    for run in RUNS.values():  # one value per variable in a run
+        variables = [name for setting in run for name in SETTINGS[setting]]
+        assert len(variables) == len(set(variables)), run
+
+
+@pytest.mark.parametrize("run", RUNS)
+def test_pages_hold_under(run):
     # contributing.md's one running block is a pytest run of attention.md, already run here.
-    proc = run_pages({**SETTINGS[setting], **cache}, "docs", "--ignore", "docs/contributing.md")
-    assert EXPECTED_HEADER[setting] in proc.stdout, (
-        f"the setting {setting!r} did not take effect: {proc.stdout[:600]}"
+    proc = run_pages(run_env(run), "docs", "--ignore", "docs/contributing.md")
+    assert EXPECTED_HEADER[run] in proc.stdout, (
+        f"the settings {run!r} did not take effect: {proc.stdout[:600]}"
     )
-    assert proc.returncode == 0, explain(setting, proc)
-    assert re.search(r"\d+ passed", proc.stdout), explain(setting, proc)
+    assert proc.returncode == 0, explain(run, proc)
+    assert re.search(r"\d+ passed", proc.stdout), explain(run, proc)
 
 
 PLANTED = """\
@@ -112,26 +158,40 @@ print(f"{x.sum().item():.9f}")
 """
 
 
-def test_a_noise_level_output_fails_under_another_setting():
+def noise_level_sum() -> str:
+    """What the planted page prints, printed here: this machine's best kernels, one thread,
+    as in the suite's own run of the pages (whose Output blocks are written that way)."""
+    torch.manual_seed(0)
+    return f"{torch.randn(4096).sum().item():.9f}"
+
+
+def test_a_noise_level_output_fails_under_the_combined_settings():
     """The check can fail: a sum of 4,096 floats printed to its last digits, in a throw-away
-    page, passes with the kernels it was written with and fails under the plain kernels."""
+    page whose Output is what the suite's own settings print, fails under the plain kernels
+    on two threads, and the message names both settings and a command for each alone."""
+    run = "plain-kernels+2-threads"
     # Inside the repository (the harness reads its mkdocs.yml), outside what the suite collects.
     docs = ROOT / ".cache" / f"planted-{os.getpid()}" / "docs"
     docs.mkdir(parents=True)
     page = docs / "planted.md"
-    page.write_text(PLANTED.replace("{printed}", "?"))
-    args = (str(page), "--docs-dir", str(docs.relative_to(ROOT)))
+    assert torch.backends.cpu.get_cpu_capability() != "DEFAULT", "run it with vector kernels"
+    printed = noise_level_sum()
+    page.write_text(PLANTED.replace("{printed}", printed))
     try:
-        # The AVX2 kernels write the page's Output (so under them it passes), then the plain
-        # kernels run the same page.
-        written = run_pages(SETTINGS["avx2-kernels"], *args, "--update-output")
-        assert written.returncode == 0, written.stdout + written.stderr
-        assert "updated the Output block" in written.stdout, written.stdout
-        proc = run_pages(SETTINGS["plain-kernels"], *args)
+        proc = run_pages(run_env(run), str(page), "--docs-dir", str(docs.relative_to(ROOT)))
     finally:
-        shutil.rmtree(docs.parent)
+        page.unlink()
+        docs.rmdir()
+        docs.parent.rmdir()
+    assert EXPECTED_HEADER[run] in proc.stdout, proc.stdout[:600]
     assert proc.returncode == 1, proc.stdout
     assert "printed something other than its Output block" in proc.stdout
-    assert failures(proc) == [f"{page.relative_to(ROOT).as_posix()}:3"], proc.stdout
-    message = explain("plain-kernels", proc)
-    assert "'plain-kernels' (ATEN_CPU_CAPABILITY=default)" in message
+    shown = re.search(r"page shows:\s+(\S+)\ncode printed:\s+(\S+)", proc.stdout)
+    assert shown and shown[1] == printed and shown[2] != printed, proc.stdout
+    where = page.relative_to(ROOT).as_posix()
+    assert failures(proc) == [f"{where}:3"], proc.stdout
+    message = explain(run, proc)
+    assert "'plain-kernels+2-threads' together (ATEN_CPU_CAPABILITY=default" in message
+    assert "  plain-kernels: ATEN_CPU_CAPABILITY=default TORCHINDUCTOR_CACHE_DIR=" in message
+    assert "GUIDE_TORCH_THREADS=2 OMP_WAIT_POLICY=PASSIVE TORCHINDUCTOR_CACHE_DIR=" in message
+    assert message.count(f"-m pytest {where} -n 0") == 2, message

@@ -1,6 +1,6 @@
 """Tests for snippets/masks.py: causal, padding, sliding-window, prefix-LM, document and
-bidirectional masks, their FlexAttention twins, eager and compiled (lab.masks.flex_forward).
-`python -m lab.masks` itself is tested in tests/lab/test_masks.py."""
+bidirectional masks and their FlexAttention twins, run uncompiled. The compiled kernel
+(lab.masks.flex_forward) and `python -m lab.masks` are tested in tests/lab/test_masks.py."""
 
 import functools
 import re
@@ -10,8 +10,7 @@ import torch
 from torch.nn.attention.flex_attention import create_mask
 from torch.testing import assert_close
 
-from lab.masks import WINDOW, block_mask_for, flex_forward, window_mask_mod
-from snippets.attention_cost import compiled_flex_attention
+from lab.masks import block_mask_for
 from snippets.attention_cost import eager_flex_attention as eager_flex
 from snippets.masks import (
     attention_mask,
@@ -167,7 +166,7 @@ def test_mask_mod_twin_gives_the_dense_mask(name):
 
 # --- one attention layer, through SDPA with the dense mask or FlexAttention ------------------
 
-C, H = 128, 4  # D = 32, the head size of the benchmark: one compiled kernel for both
+C, H = 128, 4  # D = 32
 
 
 @functools.cache
@@ -175,11 +174,11 @@ def _qkv_weight() -> torch.Tensor:
     return torch.randn(3 * C, C, generator=torch.Generator().manual_seed(0)) / C**0.5
 
 
-def attend(x: torch.Tensor, mask=None, block_mask=None, compiled=False) -> torch.Tensor:
+def attend(x: torch.Tensor, mask=None, block_mask=None) -> torch.Tensor:
     """One attention layer without positions: x (B, T, C) -> (B, T, C).
 
-    With `mask` it runs SDPA with that dense mask; with `block_mask`, FlexAttention,
-    compiled (lab.masks.flex_forward, shared with the benchmark) or eager.
+    With `mask` it runs SDPA with that dense mask; with `block_mask`, FlexAttention
+    uncompiled (it computes every score, then applies the block mask's mask_mod).
     """
     B, T, _ = x.shape
     q, k, v = (x @ _qkv_weight().T).split(C, dim=-1)  # 3 x (B, T, C)
@@ -188,19 +187,12 @@ def attend(x: torch.Tensor, mask=None, block_mask=None, compiled=False) -> torch
         mask = mask if mask is None or mask.dim() == 2 else mask[:, None]  # heads share it
         y = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
     else:
-        y = (flex_forward if compiled else eager_flex)(q, k, v, block_mask)
+        y = eager_flex(q, k, v, block_mask)
     return y.transpose(1, 2).reshape(B, T, C)
 
 
 def randn(*shape: int, seed: int) -> torch.Tensor:
     return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
-
-
-@pytest.fixture(scope="session")
-def flex():
-    """The compiled flex_attention: made once per session (lab.masks caches it), compiled
-    at its first call; the page and the cost command in this process reuse it."""
-    return compiled_flex_attention()
 
 
 def window_outputs_move(run, T: int, window: int, t: int) -> tuple[bool, bool]:
@@ -224,26 +216,6 @@ def test_sliding_window_sdpa_sees_exactly_the_last_window_tokens(window):
         outside, inside = window_outputs_move(lambda x: attend(x, mask), T, window, t)
         assert not outside, f"t={t}: the output moved when token t-window={t - window} did"
         assert inside, f"t={t}: the output ignored token t-window+1={t - window + 1}"
-
-
-def test_sliding_window_flex_compiled_sees_exactly_the_last_window_tokens(flex):
-    T = 512  # four 128-blocks: whole blocks outside the window are skipped
-    block_mask = block_mask_for(window_mask_mod(WINDOW), T)
-    for t in (WINDOW, 200, 255, 256, T - 1):  # in the first block, across a block edge
-        outside, inside = window_outputs_move(
-            lambda x: attend(x, block_mask=block_mask, compiled=True), T, WINDOW, t
-        )
-        assert not outside, f"t={t}: the output moved when token t-window={t - WINDOW} did"
-        assert inside, f"t={t}: the output ignored token t-window+1={t - WINDOW + 1}"
-
-
-def test_sliding_window_compiled_flex_equals_sdpa_with_the_dense_mask(flex):
-    for T in (512, 1024):
-        x = randn(1, T, C, seed=T)  # B = 1, as the benchmark: one compiled kernel
-        block_mask = block_mask_for(window_mask_mod(WINDOW), T)
-        expected = attend(x, sliding_window_mask(T, WINDOW))
-        got = attend(x, block_mask=block_mask, compiled=True)
-        assert_close(got, expected, atol=1e-5, rtol=0)
 
 
 # One case per kind of mask: each mask_mod traces anew even uncompiled (about a second each),
