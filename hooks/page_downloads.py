@@ -108,6 +108,29 @@ def _repository_path(tree: ast.Module) -> str | None:
     return None
 
 
+def _hoist_imports(code, tree, bound_by_blocks, imports, left_out) -> tuple[set[int], set[str]]:
+    """Add the block's top-level imports to `imports`; the code lines and names hoisted.
+
+    An import stays in place when a block rebinds its name; a left-out block lends only
+    imports that need no checkout (lab, tests, hooks stay out).
+    """
+    lines, hoisted, names_hoisted = code.splitlines(), set(), set()
+    for node in tree.body:
+        if not (isinstance(node, ast.Import | ast.ImportFrom) and node.col_offset == 0):
+            continue
+        names = {(a.asname or a.name).split(".")[0] for a in node.names}
+        if names & bound_by_blocks or getattr(node, "module", None) == "__future__":
+            continue
+        if left_out and _checkout_import(ast.Module(body=[node], type_ignores=[])):
+            continue
+        text = "\n".join(lines[node.lineno - 1 : node.end_lineno])
+        if text not in imports:
+            imports.append(text)
+        hoisted |= set(range(node.lineno - 1, node.end_lineno))
+        names_hoisted |= names
+    return hoisted, names_hoisted
+
+
 def plan(blocks: list[Block]) -> tuple[list[str], list[Cell]]:
     """The hoisted import lines, and one Cell per python block of the page, in order."""
     python = [b for b in blocks if b.kind == "python"]
@@ -136,22 +159,15 @@ def plan(blocks: list[Block]) -> tuple[list[str], list[Cell]]:
             cell.left_out = f"needs the guide's repository (it reads {repository_path})"
         elif missing:
             cell.left_out = f"{unavailable[missing[0]]} (it uses {', '.join(missing)})"
+        # A block left out still lends its plain imports (torch, json, snippets...): a block
+        # kept above it may need them, as it does on the page where the order is the reader's.
+        hoisted, lent = _hoist_imports(block.code, tree, bound_by_blocks, imports, cell.left_out)
         if cell.left_out:
             why = f"needs the block at {block.where}, which is not in the download"
-            for name in _top_level_bound(tree):
+            for name in _top_level_bound(tree) - lent:
                 unavailable[name] = why
         else:
-            kept, lines = [], block.code.splitlines()
-            hoisted: set[int] = set()
-            for node in tree.body:
-                if isinstance(node, ast.Import | ast.ImportFrom) and node.col_offset == 0:
-                    names = {(a.asname or a.name).split(".")[0] for a in node.names}
-                    future = getattr(node, "module", None) == "__future__"
-                    if not names & bound_by_blocks and not future:
-                        text = "\n".join(lines[node.lineno - 1 : node.end_lineno])
-                        if text not in imports:
-                            imports.append(text)
-                        hoisted |= set(range(node.lineno - 1, node.end_lineno))
+            lines = block.code.splitlines()
             kept = [line for i, line in enumerate(lines) if i not in hoisted]
             cell.code = "\n".join(kept).strip("\n") + "\n"
             for name in _top_level_bound(tree):

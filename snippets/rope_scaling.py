@@ -136,7 +136,7 @@ def _turns_to_pair(turns: float, D: int, base: float, L: int) -> float:
     return D * math.log(L / (turns * 2 * math.pi)) / (2 * math.log(base))
 
 
-def yarn_frequencies(theta: torch.Tensor, spec: RopeSpec, D: int) -> torch.Tensor:
+def yarn_frequencies(theta: torch.Tensor, spec: "RopeSpec", D: int) -> torch.Tensor:
     """YaRN's "NTK-by-parts": a pair that turns more than beta_fast times over
     L keeps its frequency (it has seen every angle), one that turns less than
     beta_slow times is interpolated (theta / factor), a linear ramp between."""
@@ -153,7 +153,7 @@ def yarn_frequencies(theta: torch.Tensor, spec: RopeSpec, D: int) -> torch.Tenso
     return theta / spec.factor * ramp + theta * (1 - ramp)
 
 
-def yarn_attention_factor(spec: RopeSpec) -> float:
+def yarn_attention_factor(spec: "RopeSpec") -> float:
     """The multiplier of the turned channels: scores grow by its square,
     sharpening attention that a longer context would otherwise spread."""
     if spec.attention_factor is not None:
@@ -171,7 +171,7 @@ def yarn_attention_factor(spec: RopeSpec) -> float:
 
 
 # --8<-- [start:llama3]
-def llama3_frequencies(theta: torch.Tensor, spec: RopeSpec) -> torch.Tensor:
+def llama3_frequencies(theta: torch.Tensor, spec: "RopeSpec") -> torch.Tensor:
     """Llama 3.1's split by wavelength 2 pi / theta_i, against L: shorter
     than L / high_freq_factor kept, longer than L / low_freq_factor divided
     by factor, and a smooth mix of the two between."""
@@ -195,7 +195,7 @@ def llama3_frequencies(theta: torch.Tensor, spec: RopeSpec) -> torch.Tensor:
 
 # --8<-- [start:frequencies]
 def frequencies(
-    spec: RopeSpec, head_size: int, T: int | None = None
+    spec: "RopeSpec", head_size: int, T: int | None = None
 ) -> tuple[torch.Tensor, float]:
     """(theta (P,) float64, attention_factor) of one layer.
 
@@ -224,7 +224,7 @@ def frequencies(
 
 # --8<-- [start:rotate]
 def rotate(
-    x: torch.Tensor, spec: RopeSpec, offset: int = 0, T_all: int | None = None
+    x: torch.Tensor, spec: "RopeSpec", offset: int = 0, T_all: int | None = None
 ) -> torch.Tensor:
     """Turn the first rotary_dim channels of x (..., T, D) to positions
     offset .. offset + T - 1, scaled by the attention factor; the other

@@ -68,7 +68,9 @@ class PageNamespace:
         module = self.module
         filename = f"<{block.where}>"
         linecache.cache[filename] = (len(block.code), None, block.code.splitlines(True), filename)
-        code = compile(block.code, filename, "exec")
+        # dont_inherit: run the block as a reader's file runs, not under this module's
+        # `from __future__ import annotations`, which would defer a missing annotation name.
+        code = compile(block.code, filename, "exec", dont_inherit=True)
         out = io.StringIO()
         sys.modules[module.__name__] = module
         try:
