@@ -1,6 +1,6 @@
 """MkDocs hook: tell each page's reader when its code blocks last ran green, and on what.
 
-The test suite (tests/pagecheck.py) records every page whose blocks all passed in
+The test suite (tests/pagecheck/) records every page whose blocks all passed in
 .cache/pagecheck/last-run.json; the deploy workflow runs the pages' blocks right before it
 builds the site, so the published note is that run's.
 """

@@ -4,7 +4,7 @@
   Jupyter notebook (downloads/<page>.ipynb, each Output block of the page stored as its cell's
   output) and a plain script (downloads/<page>.py, the same cells between `# %%` lines). Both
   hold the page's python blocks in order, collapsed ones included, as the page harness
-  (tests/pagecheck.py) reads them: includes expanded, in one namespace. The imports come
+  (tests/pagecheck/) reads them: includes expanded, in one namespace. The imports come
   first, unless a block defines a name an import would bind (then it stays where it is).
 - A block that uses names defined by the blocks above it says so right above its code
   ("Uses `torch`, `Head` from the blocks above"), where a reader copies it.

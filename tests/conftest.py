@@ -5,12 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from lab.common import ROOT  # the tests import it from here too
-
-# Lines for the end of the run: tests/test_browser.py puts its per-page table here, and in
-# BROWSER_TABLE, from where the controller of a pytest-xdist run prints what a worker measured.
-BROWSER_REPORT = pytest.StashKey[list]()
-BROWSER_TABLE = ROOT / "test-artifacts" / "browser-table.txt"
+from lab.common import ROOT
+from tests.browser import BROWSER_REPORT, BROWSER_TABLE
 
 
 @pytest.fixture(scope="session")
@@ -74,7 +70,7 @@ def pytest_terminal_summary(terminalreporter, config):
     if lines is None and BROWSER_TABLE.exists():  # measured in an xdist worker
         lines = BROWSER_TABLE.read_text(encoding="utf-8").splitlines()
     if lines:
-        terminalreporter.section("pages in the browser (tests/test_browser.py)")
+        terminalreporter.section("pages in the browser (tests/pages/test_browser.py)")
         for line in lines:
             terminalreporter.write_line(line)
 

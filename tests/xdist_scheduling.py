@@ -27,8 +27,8 @@ import pytest
 SITE = "the built site"
 SHARE_THE_BUILT_SITE = {
     "tests/pages/test_site.py",
-    "tests/test_browser.py",
-    "tests/test_browser_planted.py",
+    "tests/pages/test_browser.py",
+    "tests/pages/test_browser_planted.py",
     "tests/hooks/test_explorer_data.py",
     "tests/hooks/test_notebook_cache.py",
     "tests/hooks/test_search_math.py",

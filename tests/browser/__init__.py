@@ -7,14 +7,23 @@ playwright, offline.
   its first screen, layout shifts and diagrams;
 - checks.py holds the checks: each takes a loaded page (and what was recorded while it
   loaded) and returns a list of problems, one readable line each; empty means it passed;
-- js/ holds the JavaScript the checks run in the page (tests/test_lint.py checks its syntax);
+- js/ holds the JavaScript the checks run in the page (tests/pages/test_lint.py checks its syntax);
 - planted/ holds pages with one fault each, which prove that every check can fail.
 """
 
 from functools import cache
 from pathlib import Path
 
+import pytest
+
+from lab.common import ROOT
+
 JS = Path(__file__).resolve().parent / "js"
+
+# The browser tests' per-page table, for the end of the run: on the stash in one process, and
+# in BROWSER_TABLE, from where the controller of a pytest-xdist run prints what a worker measured.
+BROWSER_REPORT = pytest.StashKey[list]()
+BROWSER_TABLE = ROOT / "test-artifacts" / "browser-table.txt"
 
 
 @cache

@@ -3,7 +3,7 @@
     .venv/bin/python -m tests.browser.readme_shot
 
 Builds the site, opens the attention page in chromium at 1280 x 800, light scheme, scrolled
-to its causal-masking section, and saves that screen. tests/test_browser.py takes the same
+to its causal-masking section, and saves that screen. tests/pages/test_browser.py takes the same
 picture of the site it tests and fails when the committed one no longer looks like it.
 """
 

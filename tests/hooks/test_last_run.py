@@ -5,7 +5,7 @@ from types import SimpleNamespace
 
 from hooks import last_run
 from lab.paths import LAST_RUN
-from tests.test_pagecheck import GOOD, run_pages
+from tests.pages.test_pagecheck import GOOD, run_pages
 
 
 def test_harness_records_only_pages_whose_blocks_all_passed(tmp_path):

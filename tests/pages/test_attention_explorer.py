@@ -23,7 +23,7 @@ def exported(built_site) -> dict:
 
 
 # The browser is the session's one chromium (the ``browser`` fixture of tests/conftest.py),
-# shared with tests/test_browser.py; the site is served by the session's ``site_server``.
+# shared with tests/pages/test_browser.py; the site is served by the session's ``site_server``.
 
 
 class Tab:

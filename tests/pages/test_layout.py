@@ -122,20 +122,7 @@ def test_the_circle_finder_finds_circles_through_function_level_imports(tmp_path
     assert import_circle({"a": {"b"}, "b": set(), "c": {"a", "b"}}) is None
 
 
-# Over the limit and being split on branch h20-site (the browser harness is theirs). strict:
-# once a file is split the mark fails as XPASS, so this list can only shrink.
-BEING_SPLIT = {"tests/browser_checks.py", "tests/test_browser.py"}
-
-
-def _file_param(path):
-    name = path.relative_to(ROOT).as_posix()
-    if name in BEING_SPLIT:
-        reason = f"{name} is over {MAX_FILE_LINES} lines; branch h20-site splits it"
-        return pytest.param(path, id=name, marks=pytest.mark.xfail(strict=True, reason=reason))
-    return pytest.param(path, id=name)
-
-
-@pytest.mark.parametrize("path", [_file_param(p) for p in PROJECT_FILES])
+@pytest.mark.parametrize("path", PROJECT_FILES, ids=lambda p: p.relative_to(ROOT).as_posix())
 def test_project_python_files_are_at_most_500_lines(path):
     lines = len(path.read_text(encoding="utf-8").splitlines())
     assert lines <= MAX_FILE_LINES, (

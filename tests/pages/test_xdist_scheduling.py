@@ -14,7 +14,7 @@ COLLECTION = [
     "tests/pages/test_portability.py::test_pages_hold_under[avx2]",
     "tests/pages/test_portability.py::test_pages_hold_under[plain]",
     "tests/pages/test_site.py::test_build",
-    "tests/test_browser.py::test_pages",
+    "tests/pages/test_browser.py::test_pages",
 ]
 
 
@@ -50,7 +50,7 @@ def run(workers: int) -> list[Worker]:
 
 def test_scopes():
     assert scope_of("tests/pages/test_site.py::test_build") == SITE
-    assert scope_of("tests/test_browser.py::test_pages") == SITE
+    assert scope_of("tests/pages/test_browser.py::test_pages") == SITE
     assert scope_of("docs/attention.md::line 9") == "docs/attention.md"
     portability = "tests/pages/test_portability.py::test_pages_hold_under[avx2]"
     assert scope_of(portability) == portability
@@ -77,6 +77,6 @@ def test_every_test_runs_once_and_no_unit_is_split():
                 assert owner.setdefault(scope_of(nodeid), node) is node, nodeid
         assert nodes[0].sent[:2] == [
             "tests/pages/test_site.py::test_build",
-            "tests/test_browser.py::test_pages",
+            "tests/pages/test_browser.py::test_pages",
         ]
         assert all(node.shutting_down for node in nodes)

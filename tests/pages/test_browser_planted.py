@@ -7,19 +7,19 @@ from __future__ import annotations
 import os
 import re
 import shutil
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
 from hooks import prerender_math
+from lab.common import ROOT
 from tests.browser import checks as bc
 from tests.browser import server as bs
 from tests.browser import visit as bv
 
 pytestmark = pytest.mark.browser
 
-PLANTED = Path(__file__).resolve().parent / "browser" / "planted"
+PLANTED = ROOT / "tests" / "browser" / "planted"
 
 if bs.missing_browser() and os.environ.get("REQUIRE_BROWSER") != "1":
     pytest.skip(f"browser tests need {bs.missing_browser()}", allow_module_level=True)
