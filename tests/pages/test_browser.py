@@ -45,10 +45,10 @@ SCREENSHOTS = ARTIFACTS / "screenshots"
 PLANTED = ROOT / "tests" / "browser" / "planted"
 # Browsers that visit the site's pages side by side, each its own chromium and tab in a
 # thread of its own (a visit mostly waits: for the first screen, for quiet, while scrolling).
-# GUIDE_BROWSER_VISITORS=2 halves the pages' wall time, but a visitor has been seen to stop
-# answering midway on a loaded machine (its pages are then redone, below); until that is
-# understood the default is one.
-VISITORS = int(os.environ.get("GUIDE_BROWSER_VISITORS", "1"))
+# Two halve the pages' wall time (a visit mostly waits). A visitor has been seen to stop
+# answering midway on a loaded machine, cause not yet understood: the pages it leaves are
+# redone in the session's browser (below). GUIDE_BROWSER_VISITORS=1 visits one at a time.
+VISITORS = int(os.environ.get("GUIDE_BROWSER_VISITORS", "2"))
 VISIT_LIMIT_S = 40  # with no page finished for this long, the pages left are redone
 
 
