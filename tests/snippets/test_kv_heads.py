@@ -21,7 +21,7 @@ from snippets.kv_heads import (
     kv_cache_bytes,
 )
 from snippets.model import GPT, GPTConfig, parameter_count
-from tests.snippets.test_generate import greedy_with_tampered_cache
+from tests.snippets.test_generate import greedy_with_tampered_cache, make
 
 C, T_MAX = 48, 16
 
@@ -177,17 +177,6 @@ VARIANTS = {
     "MQA": dataclasses.replace(BASE, n_kv_head=1),
     "MLA": dataclasses.replace(BASE, attention="mla", kv_latent=16),
 }
-
-
-def make(config: GPTConfig, seed: int = 0) -> GPT:
-    """A model whose next token depends on the whole context (weights std 0.3, not 0.02)."""
-    torch.manual_seed(seed)
-    model = GPT(config).eval()
-    with torch.no_grad():
-        for p in model.parameters():
-            if p.dim() == 2:
-                p.normal_(0.0, 0.3)
-    return model
 
 
 def ids(*shape: int, seed: int = 1) -> torch.Tensor:
