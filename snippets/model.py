@@ -68,6 +68,9 @@ class GPTConfig:
     # One entry per block, "softmax" or "linear" (Gated DeltaNet, H heads of a
     # D x D state); None: every block softmax. Qwen3-Next: 3 linear, 1 softmax.
     layer_types: tuple[str, ...] | None = None
+    # (heads, D) of every Gated DeltaNet block: a state of heads x D x D numbers;
+    # None: n_head heads of D = C // H. A smaller state holds fewer pairs.
+    linear_state: tuple[int, int] | None = None
     # Taming softmax (the taming-softmax page); any of them: TamedAttention.
     qk_norm: str | None = None  # "head" (Qwen3) or "all" (OLMo 2): RMSNorm on q, k
     soft_cap: float | None = None  # c: scores become c * tanh(s / c) (Gemma 2)
@@ -135,6 +138,17 @@ class GPTConfig:
                 f"layer_types ({types!r}) must hold n_layer ({self.n_layer}) "
                 f"entries, each 'softmax' or 'linear'"
             )
+        state = self.linear_state
+        if state is not None and (
+            len(state) != 2
+            or not all(type(n) is int and n > 0 for n in state)
+            or types is None
+            or "linear" not in types
+        ):
+            raise ValueError(
+                f"linear_state ({state!r}) must be (heads, D), two positive ints, "
+                f"and needs a 'linear' entry in layer_types ({types!r})"
+            )
         check_taming(self.qk_norm, self.soft_cap, self.sinks, self.gate)
         if self.tamed and (self.attention != "fused" or self.n_kv_head):
             raise ValueError(
@@ -185,7 +199,8 @@ def make_attention(config: GPTConfig, layer: int = 0) -> nn.Module:
     """The attention layer config asks for in block `layer`, at width n_embed."""
     H, C, T = config.n_head, config.n_embed, config.context_length
     if config.layer_types is not None and config.layer_types[layer] == "linear":
-        return GatedDeltaNet(C, H, C // H, C // H)
+        heads, D = config.linear_state or (H, C // H)
+        return GatedDeltaNet(C, heads, D, D)
     where = {"position": config.position, "max_length": config.max_length}
     if config.attention == "mla":
         return MultiHeadLatentAttention(H, C, T, config.kv_latent, **where)
@@ -441,8 +456,9 @@ def parameter_count(config: GPTConfig) -> int:
     block = layer_norm + attention + layer_norm + mlp  # MHA: 12 C^2 + 10 C
     head = 0 if config.tie_weights else V * C  # no bias; tied: counted already
     linear = (config.layer_types or ()).count("linear")  # Gated DeltaNet blocks
-    H, D = config.n_head, C // config.n_head  # q k v z and out; b and a; A, dt;
-    gdn = 5 * C * C + 2 * C * H + 2 * H + 3 * C * 4 + D  # conv (width 4); norm
+    H, D = config.linear_state or (config.n_head, C // config.n_head)
+    # q k v z and out; b and a; A and dt; the convolution (width 4); the norm
+    gdn = 5 * C * H * D + 2 * C * H + 2 * H + 3 * H * D * 4 + D
     return embeddings + L * block + linear * (gdn - attention) + layer_norm + head
 
 

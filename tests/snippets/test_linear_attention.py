@@ -7,6 +7,8 @@ passes between two halves of a sequence; the layer is causal; bad input is a
 ValueError naming the value. transformers' layer: tests/lab/test_linear_from_transformers.py.
 """
 
+import dataclasses
+
 import pytest
 import torch
 from torch.testing import assert_close
@@ -144,6 +146,15 @@ def test_gpt_layer_types_place_gated_deltanet_blocks():
     _, loss = model(x, x)
     loss.backward()
     assert all(p.grad is not None for p in model.blocks[0].attn.parameters())
+    small = dataclasses.replace(config, linear_state=(2, 4))  # 2 heads of a 4 x 4 state
+    model = GPT(small)
+    assert [(b.attn.n_head, b.attn.head_k, b.attn.head_v) for b in model.blocks[2:]] == [(2, 4, 4)] * 2
+    assert parameter_count(small) == sum(p.numel() for p in model.parameters())
+    for bad in ((2,), (2, 0), (2.0, 4)):
+        with pytest.raises(ValueError, match=r"linear_state .* must be \(heads, D\)"):
+            dataclasses.replace(config, linear_state=bad)
+    with pytest.raises(ValueError, match=r"needs a 'linear' entry in layer_types \(None\)"):
+        GPTConfig(linear_state=(2, 4))
     with pytest.raises(ValueError, match=r"layer_types \(\('linear',\)\) must hold n_layer \(4\)"):
         GPTConfig(n_layer=4, layer_types=("linear",))
     with pytest.raises(ValueError, match=r"each 'softmax' or 'linear'"):
