@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as F
 
 from lab.common import (
+    ARTIFACTS,
     RESULTS_DIR,
     command_line,
     note_load_after,
@@ -277,7 +278,8 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("figures", help="redraw the page's figures from the committed files")
     for parser, default in ((cost, COST_FILE), (rec, recall.RECALL_FILE)):
         parser.add_argument("--quick", action="store_true", help="seconds, for the tests")
-        parser.add_argument("--out", type=Path, default=default)
+        where = f"default {default.name}; --quick: under test-artifacts/"
+        parser.add_argument("--out", type=Path, help=where)
         parser.add_argument("--threads", type=int, default=1, help="torch threads (1)")
     recall.add_options(rec)
     args = p.parse_args(argv)
@@ -286,6 +288,9 @@ def main(argv: list[str] | None = None) -> int:
             save_svg(draw(), path)
             print(f"wrote {path}")
         return 0
+    if args.out is None:  # a --quick run never overwrites the committed file
+        default = COST_FILE if args.command == "cost" else recall.RECALL_FILE
+        args.out = ARTIFACTS / "beyond-softmax-quick" / default.name if args.quick else default
     torch.set_num_threads(args.threads)
     if args.command == "cost":
         data = run_cost(QUICK if args.quick else FULL, command_line("lab.beyond_softmax", argv))

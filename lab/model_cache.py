@@ -4,7 +4,9 @@
 
 Two small models are trained (each in seconds on a CPU): the attention-only model
 of snippets/induction.py on repeated tokens, and the GPT of snippets/char_gpt.py on
-the guide's text. A trained model is kept in .cache/trained/, under a key made from
+the guide's text; and the recall experiment's GPTs on MQAR (lab/mqar_train.py, a
+minute or two each), one file per variant and seed, seed 0 of each committed.
+A trained model is kept in .cache/trained/, under a key made from
 its configuration and from every file its training reads (the project's modules
 this one imports, and data/), so the site build, the notebook and the tests share
 one training per version of the code, and an edit to any of that code trains anew.
@@ -20,6 +22,8 @@ import torch
 
 from lab.common import atomic_write
 from lab.fingerprint import code_fingerprint
+from lab.mqar_train import VARIANTS, RecallConfig, train_recall
+from lab.mqar_train import build as build_recall
 from lab.paths import CACHE, ROOT
 from snippets.char_gpt import CharGPTConfig, train_char_gpt
 from snippets.corpus import guide_text
@@ -88,14 +92,30 @@ def trained_char_gpt(
     return model, char, losses
 
 
+def trained_recall(config: RecallConfig) -> tuple[GPT, list[float]]:
+    """train_recall(config), trained once per version of the code (a file per variant
+    and seed)."""
+
+    name = f"recall-{config.variant}-seed{config.seed}"
+    return _cached(name, config, build_recall, train_recall)
+
+
+def committed_models() -> list[tuple[str, object]]:
+    """(name, config) of every model committed in data/trained/."""
+    recall = [(f"recall-{v}-seed0", RecallConfig(variant=v)) for v in VARIANTS]
+    return [("induction", InductionConfig()), ("char-gpt", CharGPTConfig()), *recall]
+
+
 def commit_trained() -> list[Path]:
     """Copy this code's trained models (the default configurations) into COMMITTED,
     replacing older ones of the same model."""
     trained_induction()
     trained_char_gpt()
+    for variant in VARIANTS:
+        trained_recall(RecallConfig(variant=variant))
     COMMITTED.mkdir(parents=True, exist_ok=True)
     written = []
-    for name, config in (("induction", InductionConfig()), ("char-gpt", CharGPTConfig())):
+    for name, config in committed_models():
         current = COMMITTED / file_name(name, config)
         for old in COMMITTED.glob(f"{name}-*.pt"):
             if old != current:
