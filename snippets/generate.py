@@ -14,6 +14,8 @@ import torch.nn.functional as F
 
 from snippets.attention import CausalSelfAttention, alibi_mask, apply_position
 from snippets.kv_heads import GroupedQueryAttention, MultiHeadLatentAttention
+from snippets.linear_attention import GatedDeltaNet
+from snippets.linear_cache import LinearState
 from snippets.model import GPT
 
 # --8<-- [end:imports]
@@ -179,6 +181,13 @@ class KVCache:
             G = config.n_kv_head or config.n_head  # None: one per query head
             self.k = torch.zeros(L, batch_size, G, T_max, D, **like)
             self.v = torch.zeros_like(self.k)
+        # A Gated DeltaNet block (layer_types) keeps a fixed-size state instead;
+        # its rows of k and v stay empty.
+        self.linear = {
+            i: LinearState(block.attn, batch_size)
+            for i, block in enumerate(model.blocks)
+            if isinstance(block.attn, GatedDeltaNet)
+        }
         self.length = 0  # positions 0 .. length - 1 are filled
         self.capacity = T_max
         # Named in the error of a full cache: the field that set the capacity.
@@ -186,9 +195,10 @@ class KVCache:
 
     def tensors(self) -> list[torch.Tensor]:
         """Everything the cache holds (for counting its bytes)."""
+        states = [t for state in self.linear.values() for t in state.tensors()]
         if hasattr(self, "latent"):
-            return [self.latent]
-        return [self.k, self.v]
+            return [self.latent, *states]
+        return [self.k, self.v, *states]
 
 
 def attend_with_cache(
@@ -277,7 +287,10 @@ def forward_with_cache(model: GPT, idx: torch.Tensor, cache: KVCache):
         )
     x = model.drop(model.embed(idx, start=cache.length))  # (B, T_new, C)
     for layer, block in enumerate(model.blocks):
-        attention = attend_with_cache(block.attn, block.ln1(x), cache, layer)
+        if layer in cache.linear:  # a Gated DeltaNet block: its state moves on
+            attention = cache.linear[layer].step(block.attn, block.ln1(x))
+        else:
+            attention = attend_with_cache(block.attn, block.ln1(x), cache, layer)
         x = x + block.drop(attention)
         x = x + block.mlp(block.ln2(x))  # (B, T_new, C)
     cache.length += T_new
@@ -367,7 +380,7 @@ def stream(
                 # Full. With learned absolute positions, dropping the oldest
                 # token moves every other one to a new position: all their
                 # keys and values change. Start again from the cropped context.
-                cache.length = 0
+                cache = KVCache(model, idx.size(0))  # and fresh linear states
                 logits = forward_with_cache(model, idx[:, -T_max:], cache)
     finally:
         model.train(was_training)

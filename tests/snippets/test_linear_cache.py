@@ -1,0 +1,67 @@
+"""Tests for snippets/linear_cache.py: generation through a `layer_types` GPT, whose
+Gated DeltaNet blocks carry a fixed-size state where softmax blocks carry a KV cache.
+
+Fed in pieces (a prompt, single tokens, chunks), the cached logits equal one full
+forward pass; greedy generation with the cache equals recomputing everything; the
+linear state's bytes do not grow with the tokens read.
+"""
+
+import pytest
+import torch
+from torch.testing import assert_close
+
+from snippets.generate import KVCache, forward_with_cache, generate
+from snippets.linear_cache import LinearState
+from snippets.model import GPT, GPTConfig
+
+HYBRID = ("linear", "linear", "softmax", "linear")
+
+
+def hybrid(seed: int = 0, chunk_size: int = 64) -> GPT:
+    torch.manual_seed(seed)
+    config = GPTConfig(vocab_size=24, context_length=24, n_embed=32, n_head=4, n_layer=4,
+                       position="rope", layer_types=HYBRID, linear_state=(2, 8))  # fmt: skip
+    model = GPT(config).double().eval()
+    for p in model.parameters():  # away from the small init: every path matters
+        p.data += 0.1 * torch.randn_like(p)
+    for block in model.blocks:
+        if hasattr(block.attn, "chunk_size"):
+            block.attn.chunk_size = chunk_size
+    return model
+
+
+def ids(B: int, T: int, seed: int = 1) -> torch.Tensor:
+    return torch.randint(0, 24, (B, T), generator=torch.Generator().manual_seed(seed))
+
+
+@pytest.mark.parametrize("chunk_size", [64, 3])  # 3: a prompt of several chunks
+def test_cached_hybrid_logits_equal_a_full_forward_pass(chunk_size):
+    model = hybrid(chunk_size=chunk_size)
+    idx = ids(2, 20)
+    cache = KVCache(model, batch_size=2)
+    assert sorted(cache.linear) == [0, 1, 3]
+    cuts = ((0, 7), (7, 8), (8, 9), (9, 15), (15, 20))  # prompt, 1, 1, chunks
+    pieces = [forward_with_cache(model, idx[:, a:b], cache) for a, b in cuts]
+    with torch.no_grad():
+        full = model(idx)[0]
+    assert_close(torch.cat(pieces, dim=1), full, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("new", [5, 30])  # 30: past context_length, the states start again
+def test_greedy_hybrid_with_the_cache_is_the_recomputed_output(new):
+    model = hybrid(seed=2)
+    idx = ids(3, 6, seed=3)
+    cached = generate(model, idx, new, greedy=True)
+    assert torch.equal(cached, generate(model, idx, new, greedy=True, kv_cache=False))
+
+
+def test_the_linear_state_does_not_grow():
+    model = hybrid()
+    cache = KVCache(model, batch_size=1)
+    state = cache.linear[0]
+    before = [t.shape for t in state.tensors()]
+    forward_with_cache(model, ids(1, 3), cache)
+    forward_with_cache(model, ids(1, 1), cache)
+    assert [t.shape for t in state.tensors()] == before
+    assert before == [(1, 2, 8, 8), (1, 3, 32)]  # S (B, H, K, V); 3 earlier inputs (B, 3, C)
+    assert isinstance(state, LinearState) and state.S.abs().sum() > 0
