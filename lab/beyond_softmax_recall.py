@@ -122,27 +122,29 @@ def table(data: dict) -> str:
 
 
 def predictions(data: dict) -> str:
-    """Zoology's predictions beside what the committed run measured (means of the seeds)."""
+    """Zoology's predictions beside what the committed run measured (means of the seeds),
+    each mean against 1 / pairs: what answering with one of the row's values at random
+    scores, a model that learned that a value follows a key but not which."""
     pairs = data["settings"]["eval_pairs"]
     few, most = pairs[0], pairs[-1]
 
-    def mean(variant, p):
-        return mean_recall(data, variant, p)
+    def at(variant):
+        means = [mean_recall(data, variant, p) for p in (few, most)]
+        seeds = ", ".join(f"{r:.2f}" for r in data["variants"][variant]["recall"][str(most)])
+        return f"{means[0]:.2f} at {few} pairs, {means[1]:.2f} at {most} (seeds: {seeds})"
 
-    def runs(variant, p):
-        return data["variants"][variant]["recall"][str(p)]
-
-    every = min(runs("hybrid", most)) > max(runs("linear", most))
-    near_guess = all(abs(mean("softmax", p) - 1 / p) < 0.1 for p in pairs)
+    runs = {v: data["variants"][v]["recall"][str(most)] for v in ("hybrid", "linear")}
+    every = min(runs["hybrid"]) > max(runs["linear"])
+    guess = all(abs(mean_recall(data, "softmax", p) - 1 / p) < 0.1 for p in pairs)
     return "\n".join(
         [
-            f"linear-only recall falls as the pairs grow: {mean('linear', few):.2f} at {few} "
-            f"pairs, {mean('linear', most):.2f} at {most}",
-            f"the hybrid recovers it: {mean('hybrid', few):.2f} at {few} pairs, "
-            f"{mean('hybrid', most):.2f} at {most}; above linear-only in every seed at "
-            f"{most} pairs: {every}",
-            f"softmax-only keeps it: not measured; its recall is within 0.1 of 1 / pairs "
-            f"(a guess among the row's values) at every count: {near_guess}",
+            f"a guess among the row's values (1 / pairs): {1 / few:.2f} at {few} pairs, "
+            f"{1 / most:.2f} at {most}",
+            f"linear-only recall falls as the pairs grow: {at('linear')}",
+            f"one softmax block recovers it: hybrid {at('hybrid')}; "
+            f"above linear-only in every seed at {most} pairs: {every}",
+            f"softmax-only keeps it: {at('softmax')}; within 0.1 of the guess at every "
+            f"count (not learned): {guess}",
         ]
     )
 
