@@ -146,23 +146,20 @@ def mean_recall(data: dict, variant: str, pairs: int) -> float:
 
 
 def table(data: dict) -> str:
-    """Mean recall (lowest..highest seed): a row per number of pairs, a column per variant."""
+    """Mean recall (lowest..highest seed): a row per number of pairs, a column per
+    variant, and 1 / pairs: a guess among the values of the row."""
     names = list(data["variants"])
-    cached = [str(data["variants"][v]["cached_numbers_per_token_and_layer"]) for v in names]
+    cached = [data["variants"][v]["cached_numbers_per_token_and_layer"] for v in names]
     lines = [
-        "pairs" + "".join(f"{v:>18}" for v in names),
-        "cached"
-        + "".join(
-            f"{c + ' numbers':>17}" if i == 0 else f"{c + ' numbers':>18}"
-            for i, c in enumerate(cached)
-        ),
+        "pairs" + "".join(f"{v:>18}" for v in names) + "   1/pairs",
+        "cached" + "".join(f"{f'{c} numbers':>18}" for c in cached)[1:],
     ]
     for p in data["settings"]["eval_pairs"]:
         cells = []
         for name in names:
             runs = data["variants"][name]["recall"][str(p)]
             cells.append(f"{statistics.mean(runs):.2f} ({min(runs):.2f}..{max(runs):.2f})")
-        lines.append(f"{p:>5}" + "".join(f"{c:>18}" for c in cells))
+        lines.append(f"{p:>5}" + "".join(f"{c:>18}" for c in cells) + f"{1 / p:>10.2f}")
     return "\n".join(lines)
 
 
@@ -181,7 +178,7 @@ def recall_figure(data: dict):
     """Recall against the number of pairs: a line per variant (the mean), a dot per seed."""
     plt = pyplot()
     pairs = data["settings"]["eval_pairs"]
-    fig, ax = plt.subplots(figsize=(6.4, 3.6))
+    fig, ax = plt.subplots(figsize=(6.4, 4.4))
     markers = "os^D"
     for (name, r), color, marker in zip(data["variants"].items(), COLORS, markers, strict=False):
         cached = r["cached_numbers_per_token_and_layer"]
@@ -196,13 +193,14 @@ def recall_figure(data: dict):
         for p in pairs:
             runs = r["recall"][str(p)]
             ax.scatter([p] * len(runs), runs, color=color, s=10, alpha=0.6)
-    ax.axhline(data["chance"], color=INK, linewidth=1, dashes=(2, 2), label="chance")
+    ax.plot(pairs, [1 / p for p in pairs], color=INK, linewidth=1, dashes=(2, 2),
+            label="1 / pairs: a guess among the row's values")  # fmt: skip
     ax.set_xticks(pairs)
     ax.set_xlabel("distinct keys in the row (pairs)")
     ax.set_ylabel("recall of repeated keys")
     ax.set_ylim(0, 1.02)
     ax.grid(True)
-    ax.legend(loc="lower left", fontsize="small")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=2, fontsize="small")
     fig.tight_layout()
     return fig
 
