@@ -8,7 +8,6 @@ import torch
 
 import lab.model_cache as models
 from lab import fingerprint, model_cache
-from snippets.char_gpt import CharGPTConfig
 from snippets.induction import AttentionOnly, InductionConfig
 from tests.code_copy import assert_key_follows_the_code, copy_of_the_code
 
