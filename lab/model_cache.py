@@ -2,11 +2,12 @@
 
     python -m lab.model_cache --commit-trained   # this code's models into data/trained/
 
-Two small models are trained (each in seconds on a CPU): the attention-only model
-of snippets/induction.py on repeated tokens, and the GPT of snippets/char_gpt.py on
-the guide's text; and the recall experiment's GPTs on MQAR (lab/mqar_train.py, a
-minute or two each), one file per variant and seed, seed 0 of each committed.
-A trained model is kept in .cache/trained/, under a key made from
+Small models are trained (each in seconds to two minutes on a CPU): the attention-only
+model of snippets/induction.py on repeated tokens, the GPT of snippets/char_gpt.py on
+the guide's text, lab/mqar.py's seed-0 MHA and MQA GPTs on MQAR (for the kv-heads
+page's sign check), and lab/mqar_train.py's softmax, linear-only and hybrid GPTs on
+MQAR (a file per variant and seed; seed 0 of each committed, for the beyond-softmax
+page's). A trained model is kept in .cache/trained/, under a key made from
 its configuration and from every file its training reads (the project's modules
 this one imports, and data/), so the site build, the notebook and the tests share
 one training per version of the code, and an edit to any of that code trains anew.
@@ -22,6 +23,7 @@ import torch
 
 from lab.common import atomic_write
 from lab.fingerprint import code_fingerprint
+from lab.mqar import CACHED, MqarRun, run_of, train_mqar
 from lab.mqar_train import VARIANTS, RecallConfig, train_recall
 from lab.mqar_train import build as build_recall
 from lab.paths import CACHE, ROOT
@@ -92,18 +94,31 @@ def trained_char_gpt(
     return model, char, losses
 
 
-def trained_recall(config: RecallConfig) -> tuple[GPT, list[float]]:
-    """train_recall(config), trained once per version of the code (a file per variant
-    and seed)."""
+def mqar_name(run: MqarRun) -> str:
+    """The cache's name of an MQAR model: one per attention and seed."""
+    label = "-".join(f"{k}-{v}" for k, v in run.attention) or "mha"
+    return f"mqar-{label}-seed{run.seed}".replace("_", "-")
 
+
+def trained_mqar(run: MqarRun) -> tuple[GPT, list[float]]:
+    """lab.mqar.train_mqar(run), trained once per version of the code."""
+    return _cached(mqar_name(run), run, lambda r: GPT(r.model_config()), train_mqar)
+
+
+def committed_runs() -> dict[str, object]:
+    """The models data/trained/ holds: each one's name in the cache -> its configuration."""
+    runs = {"induction": InductionConfig(), "char-gpt": CharGPTConfig()}
+    for variant in CACHED:
+        runs[mqar_name(run_of(variant))] = run_of(variant)
+    for variant in VARIANTS:
+        runs[f"recall-{variant}-seed0"] = RecallConfig(variant=variant)
+    return runs
+
+
+def trained_recall(config: RecallConfig) -> tuple[GPT, list[float]]:
+    """lab.mqar_train.train_recall(config), trained once per version of the code."""
     name = f"recall-{config.variant}-seed{config.seed}"
     return _cached(name, config, build_recall, train_recall)
-
-
-def committed_models() -> list[tuple[str, object]]:
-    """(name, config) of every model committed in data/trained/."""
-    recall = [(f"recall-{v}-seed0", RecallConfig(variant=v)) for v in VARIANTS]
-    return [("induction", InductionConfig()), ("char-gpt", CharGPTConfig()), *recall]
 
 
 def commit_trained() -> list[Path]:
@@ -111,11 +126,15 @@ def commit_trained() -> list[Path]:
     replacing older ones of the same model."""
     trained_induction()
     trained_char_gpt()
-    for variant in VARIANTS:
-        trained_recall(RecallConfig(variant=variant))
+    runs = committed_runs()
+    for name, run in runs.items():
+        if name.startswith("mqar-"):
+            trained_mqar(run)
+        if name.startswith("recall-"):
+            trained_recall(run)
     COMMITTED.mkdir(parents=True, exist_ok=True)
     written = []
-    for name, config in committed_models():
+    for name, config in runs.items():
         current = COMMITTED / file_name(name, config)
         for old in COMMITTED.glob(f"{name}-*.pt"):
             if old != current:

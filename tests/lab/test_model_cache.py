@@ -50,7 +50,10 @@ def test_a_committed_model_of_other_code_is_not_loaded(empty_cache, monkeypatch)
 
 def test_the_committed_models_are_this_codes():
     """Else every fresh clone trains them again (seconds of the build's chain): refresh them."""
-    for name, config in models.committed_models():
+    runs = models.committed_runs()
+    assert {"induction", "char-gpt", "mqar-mha-seed0", "mqar-n-kv-head-1-seed0"} <= set(runs)
+    assert {f"recall-{v}-seed0" for v in ("softmax", "linear", "hybrid")} <= set(runs)
+    for name, config in runs.items():
         committed = sorted(p.name for p in models.COMMITTED.glob(f"{name}-*.pt"))
         assert committed == [models.file_name(name, config)], (
             f"data/trained/ holds {committed} for {name!r}, not this code's "
