@@ -33,24 +33,27 @@ TRAINED = CACHE / "trained"
 COMMITTED = ROOT / "data" / "trained"
 
 
-def fingerprint() -> str:
-    """A hash of everything a trained model depends on: this module and those it
-    imports from the project, the data they read, and the torch version."""
+def fingerprint(trained_by: Path | None = None) -> str:
+    """A hash of everything a trained model depends on: this module (and the module
+    `trained_by` that trains it, if another) with what they import from the project,
+    the data they read, and the torch version."""
     versions = f"torch {torch.__version__}"
-    return code_fingerprint([Path(__file__).resolve()], versions, ROOT)
+    roots = [Path(__file__).resolve()] + ([trained_by] if trained_by else [])
+    return code_fingerprint(roots, versions, ROOT)
 
 
-def file_name(name: str, config) -> str:
+def file_name(name: str, config, trained_by: Path | None = None) -> str:
     """The file of model `name` trained with `config` by this version of the code."""
-    key = hashlib.sha256(f"{fingerprint()}\n{config!r}".encode()).hexdigest()[:20]
-    return f"{name}-{key}.pt"
+    key = f"{fingerprint(trained_by)}\n{config!r}"
+    return f"{name}-{hashlib.sha256(key.encode()).hexdigest()[:20]}.pt"
 
 
-def _cached(name: str, config, build, train):
+def cached(name: str, config, build, train, trained_by: Path | None = None):
     """(model, losses): loaded from TRAINED or COMMITTED if this config and code were
     trained before, else trained now and saved in TRAINED. Stale files of `name` there
-    are removed."""
-    path = TRAINED / file_name(name, config)
+    are removed. trained_by: the lab module whose `train` this is, when not this one
+    (lab/streaming.py), so that its edits train anew."""
+    path = TRAINED / file_name(name, config, trained_by)
     for saved_at in (path, COMMITTED / path.name):
         if saved_at.is_file():
             saved = torch.load(saved_at, weights_only=True)
@@ -71,7 +74,7 @@ def trained_induction(
 ) -> tuple[AttentionOnly, list[float]]:
     """train_induction(config), trained once per version of the code."""
     config = InductionConfig() if config is None else config
-    return _cached("induction", config, AttentionOnly, train_induction)
+    return cached("induction", config, AttentionOnly, train_induction)
 
 
 def trained_char_gpt(
@@ -84,26 +87,29 @@ def trained_char_gpt(
     def build(c):
         return GPT(c.gpt_config(char.vocab_size))
 
-    model, losses = _cached("char-gpt", config, build, train_char_gpt)
+    model, losses = cached("char-gpt", config, build, train_char_gpt)
     return model, char, losses
+
+
+def commit(name: str, config, trained_by: Path | None = None) -> Path:
+    """Copy the trained file of `name` (in TRAINED: train it first) into COMMITTED,
+    replacing older ones of the same model."""
+    current = COMMITTED / file_name(name, config, trained_by)
+    COMMITTED.mkdir(parents=True, exist_ok=True)
+    for old in COMMITTED.glob(f"{name}-*.pt"):
+        if old != current:
+            old.unlink()
+    if not current.is_file():
+        current.write_bytes((TRAINED / current.name).read_bytes())
+    return current
 
 
 def commit_trained() -> list[Path]:
     """Copy this code's trained models (the default configurations) into COMMITTED,
-    replacing older ones of the same model."""
+    replacing older ones of the same model. (lab.streaming --commit-trained: its own.)"""
     trained_induction()
     trained_char_gpt()
-    COMMITTED.mkdir(parents=True, exist_ok=True)
-    written = []
-    for name, config in (("induction", InductionConfig()), ("char-gpt", CharGPTConfig())):
-        current = COMMITTED / file_name(name, config)
-        for old in COMMITTED.glob(f"{name}-*.pt"):
-            if old != current:
-                old.unlink()
-        if not current.is_file():
-            current.write_bytes((TRAINED / current.name).read_bytes())
-        written.append(current)
-    return written
+    return [commit("induction", InductionConfig()), commit("char-gpt", CharGPTConfig())]
 
 
 if __name__ == "__main__":
