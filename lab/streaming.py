@@ -46,7 +46,7 @@ READERS = {  # name -> (what the page calls it, the sinks it keeps; None: no rol
     "sinks-4": ("rolling cache of W, 4 sinks", 4),
 }
 SEEDS = (0, 1, 2)
-QUICK = dataclasses.replace(FULL, eval_batch=16, streams=4, stream_factor=4)  # seed 0
+QUICK = dataclasses.replace(FULL, eval_batch=16, streams=4, stream_factor=3)  # seed 0
 
 
 @torch.no_grad()
@@ -285,22 +285,26 @@ def loss_table(data: dict) -> str:
 
 
 def eviction_table(data: dict) -> str:
-    """Per model: the cost of evicting BOS per seed (rolling cache minus one keeping
-    1 or 4 sinks), and, away from triggers, how much evicting it changes what a head
-    adds to the stream against what it adds with BOS kept (means over heads and seeds)."""
+    """Per model and layer, away from triggers after the first window: how much evicting
+    BOS changes what a head adds to the stream, beside what it adds with BOS kept (means
+    over heads and seeds); per model, what evicting BOS costs per seed (the rolling cache
+    minus one keeping 1 or 4 sinks, nats per token)."""
     lines = [
-        f"{'model':<14} {'rolling - 1 sink':>20} {'rolling - 4 sinks':>20}   "
-        f"{'head change':>11} {'with BOS':>8}"
+        f"{'model':<14} {'layer':>5}  {'head change':>11}  {'with BOS':>8}  "
+        f"{'rolling - 1 sink':>20}  {'rolling - 4 sinks':>20}"
     ]
     for name, rows in by_model(data).items():
         costs = [" ".join(f"{c:+.3f}" for c in eviction_cost(data, name, k))
                  for k in ("sinks-1", "sinks-4")]  # fmt: skip
-        change, size = _flat(rows, "heads", "change"), _flat(rows, "heads", "with_bos")
-        lines.append(
-            f"{name:<14} {costs[0]:>20} {costs[1]:>20}   "
-            f"{sum(change) / len(change):11.2f} {sum(size) / len(size):8.2f}"
-        )
-    lines.append(f"seeds {' '.join(str(s) for s in data['seeds'])}; nats per token")
+        for layer in range(data["setup"]["n_layer"]):
+            change = [v for row in rows for v in row["heads"]["change"][layer]]
+            size = [v for row in rows for v in row["heads"]["with_bos"][layer]]
+            cells = f"{costs[0]:>20}  {costs[1]:>20}" if layer == 0 else ""
+            lines.append(
+                f"{name:<14} {layer:>5}  {sum(change) / len(change):11.3f}  "
+                f"{sum(size) / len(size):8.3f}  {cells}".rstrip()
+            )
+    lines.append(f"seeds {' '.join(str(s) for s in data['seeds'])}")
     return "\n".join(lines)
 
 
@@ -330,7 +334,10 @@ def sink_plot(data: dict):
     middle.set(xticks=range(len(models)), xticklabels=short,
                ylabel="|change| of a head's output", title="BOS evicted")  # fmt: skip
     right.set(xticks=range(len(readers)), xticklabels=["all", "W", "+1", "+2", "+4"],
-              yscale="log", ylabel="excess nats", title="long streams")  # fmt: skip
+              ylabel="excess nats", title="long streams")  # fmt: skip
+    for panel in (middle, right):  # zero to a nat: linear below 1e-3, then logarithmic
+        panel.set_yscale("symlog", linthresh=1e-3)
+        panel.set_ylim(bottom=0)
     right.legend(frameon=False, fontsize="small")
     right.grid(True)
     return fig
