@@ -294,7 +294,7 @@ def eviction_table(data: dict) -> str:
         f"{'rolling - 1 sink':>20}  {'rolling - 4 sinks':>20}"
     ]
     for name, rows in by_model(data).items():
-        costs = [" ".join(f"{c:+.3f}" for c in eviction_cost(data, name, k))
+        costs = [" ".join(f"{round(c, 3) + 0.0:+.3f}" for c in eviction_cost(data, name, k))
                  for k in ("sinks-1", "sinks-4")]  # fmt: skip
         for layer in range(data["setup"]["n_layer"]):
             change = [v for row in rows for v in row["heads"]["change"][layer]]
