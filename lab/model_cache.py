@@ -2,9 +2,10 @@
 
     python -m lab.model_cache --commit-trained   # this code's models into data/trained/
 
-Two small models are trained (each in seconds on a CPU): the attention-only model
-of snippets/induction.py on repeated tokens, and the GPT of snippets/char_gpt.py on
-the guide's text. A trained model is kept in .cache/trained/, under a key made from
+Small models are trained (each in seconds to a minute on a CPU): the attention-only
+model of snippets/induction.py on repeated tokens, the GPT of snippets/char_gpt.py on
+the guide's text, and lab/mqar.py's seed-0 MHA and MQA GPTs on MQAR (for the
+kv-heads page's sign check). A trained model is kept in .cache/trained/, under a key made from
 its configuration and from every file its training reads (the project's modules
 this one imports, and data/), so the site build, the notebook and the tests share
 one training per version of the code, and an edit to any of that code trains anew.
@@ -20,6 +21,7 @@ import torch
 
 from lab.common import atomic_write
 from lab.fingerprint import code_fingerprint
+from lab.mqar import CACHED, MqarRun, run_of, train_mqar
 from lab.paths import CACHE, ROOT
 from snippets.char_gpt import CharGPTConfig, train_char_gpt
 from snippets.corpus import guide_text
@@ -33,27 +35,24 @@ TRAINED = CACHE / "trained"
 COMMITTED = ROOT / "data" / "trained"
 
 
-def fingerprint(trained_by: Path | None = None) -> str:
-    """A hash of everything a trained model depends on: this module (and the module
-    `trained_by` that trains it, if another) with what they import from the project,
-    the data they read, and the torch version."""
+def fingerprint() -> str:
+    """A hash of everything a trained model depends on: this module and those it
+    imports from the project, the data they read, and the torch version."""
     versions = f"torch {torch.__version__}"
-    roots = [Path(__file__).resolve()] + ([trained_by] if trained_by else [])
-    return code_fingerprint(roots, versions, ROOT)
+    return code_fingerprint([Path(__file__).resolve()], versions, ROOT)
 
 
-def file_name(name: str, config, trained_by: Path | None = None) -> str:
+def file_name(name: str, config) -> str:
     """The file of model `name` trained with `config` by this version of the code."""
-    key = f"{fingerprint(trained_by)}\n{config!r}"
-    return f"{name}-{hashlib.sha256(key.encode()).hexdigest()[:20]}.pt"
+    key = hashlib.sha256(f"{fingerprint()}\n{config!r}".encode()).hexdigest()[:20]
+    return f"{name}-{key}.pt"
 
 
-def cached(name: str, config, build, train, trained_by: Path | None = None):
+def _cached(name: str, config, build, train):
     """(model, losses): loaded from TRAINED or COMMITTED if this config and code were
     trained before, else trained now and saved in TRAINED. Stale files of `name` there
-    are removed. trained_by: the lab module whose `train` this is, when not this one
-    (lab/streaming.py), so that its edits train anew."""
-    path = TRAINED / file_name(name, config, trained_by)
+    are removed."""
+    path = TRAINED / file_name(name, config)
     for saved_at in (path, COMMITTED / path.name):
         if saved_at.is_file():
             saved = torch.load(saved_at, weights_only=True)
@@ -74,7 +73,7 @@ def trained_induction(
 ) -> tuple[AttentionOnly, list[float]]:
     """train_induction(config), trained once per version of the code."""
     config = InductionConfig() if config is None else config
-    return cached("induction", config, AttentionOnly, train_induction)
+    return _cached("induction", config, AttentionOnly, train_induction)
 
 
 def trained_char_gpt(
@@ -87,29 +86,49 @@ def trained_char_gpt(
     def build(c):
         return GPT(c.gpt_config(char.vocab_size))
 
-    model, losses = cached("char-gpt", config, build, train_char_gpt)
+    model, losses = _cached("char-gpt", config, build, train_char_gpt)
     return model, char, losses
 
 
-def commit(name: str, config, trained_by: Path | None = None) -> Path:
-    """Copy the trained file of `name` (in TRAINED: train it first) into COMMITTED,
-    replacing older ones of the same model."""
-    current = COMMITTED / file_name(name, config, trained_by)
-    COMMITTED.mkdir(parents=True, exist_ok=True)
-    for old in COMMITTED.glob(f"{name}-*.pt"):
-        if old != current:
-            old.unlink()
-    if not current.is_file():
-        current.write_bytes((TRAINED / current.name).read_bytes())
-    return current
+def mqar_name(run: MqarRun) -> str:
+    """The cache's name of an MQAR model: one per attention and seed."""
+    label = "-".join(f"{k}-{v}" for k, v in run.attention) or "mha"
+    return f"mqar-{label}-seed{run.seed}".replace("_", "-")
+
+
+def trained_mqar(run: MqarRun) -> tuple[GPT, list[float]]:
+    """lab.mqar.train_mqar(run), trained once per version of the code."""
+    return _cached(mqar_name(run), run, lambda r: GPT(r.model_config()), train_mqar)
+
+
+def committed_runs() -> dict[str, object]:
+    """The models data/trained/ holds: each one's name in the cache -> its configuration."""
+    runs = {"induction": InductionConfig(), "char-gpt": CharGPTConfig()}
+    for variant in CACHED:
+        runs[mqar_name(run_of(variant))] = run_of(variant)
+    return runs
 
 
 def commit_trained() -> list[Path]:
     """Copy this code's trained models (the default configurations) into COMMITTED,
-    replacing older ones of the same model. (lab.streaming --commit-trained: its own.)"""
+    replacing older ones of the same model."""
     trained_induction()
     trained_char_gpt()
-    return [commit("induction", InductionConfig()), commit("char-gpt", CharGPTConfig())]
+    runs = committed_runs()
+    for name, run in runs.items():
+        if name.startswith("mqar-"):
+            trained_mqar(run)
+    COMMITTED.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, config in runs.items():
+        current = COMMITTED / file_name(name, config)
+        for old in COMMITTED.glob(f"{name}-*.pt"):
+            if old != current:
+                old.unlink()
+        if not current.is_file():
+            current.write_bytes((TRAINED / current.name).read_bytes())
+        written.append(current)
+    return written
 
 
 if __name__ == "__main__":

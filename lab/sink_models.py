@@ -4,8 +4,9 @@
 
 Plain softmax, learned sink logits (gpt-oss) and a sigmoid output gate (Qiu et al.
 2025), from the same start on the same batches. Seed 0's are cached by
-lab/model_cache.py for the suite's quick run, under a key made from this module and
-what it imports (so lab/streaming.py's tables and figure can change freely).
+lab/model_cache.py for the suite's quick run, under a key made from this module, what
+it imports and lab/model_cache.py's own key (so lab/streaming.py's tables and figure
+can change freely; lab.model_cache --commit-trained does not refresh these).
 """
 
 import dataclasses
@@ -15,6 +16,7 @@ from pathlib import Path
 import torch
 
 from lab import model_cache
+from lab.fingerprint import code_fingerprint
 from snippets.model import GPT, GPTConfig
 from snippets.tasks import backcopy_chain, bigram_backcopy
 from snippets.train import lr_at, make_optimizer, train_step
@@ -94,27 +96,44 @@ def cache_name(name: str, seed: int) -> str:
     return f"streaming-{name.replace(' ', '-')}-{seed}"
 
 
+def cache_key(setup: Setup, name: str, seed: int) -> tuple:
+    """What the cached model depends on besides lab/model_cache.py's own key: this
+    module and what it imports (read as text), the training fields, the model, the seed."""
+    code = code_fingerprint([TRAINED_BY], f"torch {torch.__version__}")
+    return (code, setup.training(), name, seed)
+
+
+def cache_file(setup: Setup, name: str, seed: int) -> str:
+    """The file name of this model in the cache (.cache/trained/ and data/trained/)."""
+    return model_cache.file_name(cache_name(name, seed), cache_key(setup, name, seed))
+
+
 def trained(setup: Setup, name: str, seed: int = 0, model: GPT | None = None) -> GPT:
     """train_one(setup, name, seed), trained once per version of the code (lab.model_cache);
     `model`: one just trained so, to be cached rather than trained again."""
-    key = (setup.training(), name, seed)
 
     def train(_):
         return (model if model is not None else train_one(setup, name, seed)), []
 
-    loaded, _ = model_cache.cached(
-        cache_name(name, seed), key, lambda _: build(setup, name), train, TRAINED_BY
+    loaded, _ = model_cache._cached(
+        cache_name(name, seed), cache_key(setup, name, seed), lambda _: build(setup, name), train
     )
     return loaded
 
 
 def commit_trained() -> list[Path]:
-    """Seed 0's three models (the quick run's) into data/trained/, trained if needed."""
+    """Seed 0's three models (the quick run's) into data/trained/, trained if needed,
+    replacing older ones of the same model."""
     written = []
     for name in MODELS:
         trained(FULL, name, 0)
-        key = (FULL.training(), name, 0)
-        written.append(model_cache.commit(cache_name(name, 0), key, TRAINED_BY))
+        current = model_cache.COMMITTED / cache_file(FULL, name, 0)
+        for old in model_cache.COMMITTED.glob(f"{cache_name(name, 0)}-*.pt"):
+            if old != current:
+                old.unlink()
+        if not current.is_file():
+            current.write_bytes((model_cache.TRAINED / current.name).read_bytes())
+        written.append(current)
     return written
 
 

@@ -30,7 +30,7 @@ import torch.nn.functional as F
 from lab import model_cache
 from lab.common import RESULTS_DIR, note_load_after
 from lab.experiment import Command, int_list, progress
-from lab.sink_models import FULL, MODELS, TRAINED_BY, Setup, cache_name, chain, train_one, trained
+from lab.sink_models import FULL, MODELS, Setup, cache_file, chain, train_one, trained
 from snippets.model import GPT
 from snippets.streaming import stream_logits
 from snippets.tasks import backcopy_best_losses, bigram_backcopy
@@ -157,8 +157,7 @@ def measure(setup: Setup, model: GPT, seed: int) -> dict:
 
 def in_cache(setup: Setup, name: str, seed: int) -> bool:
     """Whether the model cache (local or committed) holds this model already."""
-    stem, key = cache_name(name, seed), (setup.training(), name, seed)
-    file = model_cache.file_name(stem, key, TRAINED_BY)
+    file = cache_file(setup, name, seed)
     return (model_cache.TRAINED / file).is_file() or (model_cache.COMMITTED / file).is_file()
 
 

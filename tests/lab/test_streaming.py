@@ -105,6 +105,5 @@ def test_the_committed_models_are_this_codes():
     """Else the quick run trains them (minutes): `python -m lab.sink_models --commit-trained`."""
     for name in sink_models.MODELS:
         stem = sink_models.cache_name(name, 0)
-        key = (sink_models.FULL.training(), name, 0)
         committed = sorted(p.name for p in model_cache.COMMITTED.glob(f"{stem}-*.pt"))
-        assert committed == [model_cache.file_name(stem, key, sink_models.TRAINED_BY)], stem
+        assert committed == [sink_models.cache_file(sink_models.FULL, name, 0)], stem
