@@ -16,6 +16,7 @@ from lab import (
     context_extension,
     generate,
     masks,
+    optimization,
     positions,
     streaming,
     taming_softmax,
@@ -46,6 +47,7 @@ def committed_figures() -> dict[Path, object]:
             load(TRAINING_RESULTS / "markov.json")
         ),
     }
+    figures[optimization.FIGURE] = lambda: optimization.loss_figure(load(optimization.RESULT_FILE))
     for name in ("kv-cache", "kv-cache-long"):
         figures[TRAINING_RESULTS / f"{name}.svg"] = lambda n=name: generate.kv_cache_figure(
             load(TRAINING_RESULTS / f"{n}.json")
