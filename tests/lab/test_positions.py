@@ -33,6 +33,12 @@ def test_quick_experiment_sinusoidal_degrades_past_the_training_length_more_than
     sinusoidal, alibi = rise(rows["sinusoidal"]), rise(rows["alibi"])
     assert sinusoidal > alibi + 0.05, (sinusoidal, alibi)
     assert rows["alibi"]["loss_4x"]["mean"] < rows["sinusoidal"]["loss_4x"]["mean"]
+    # ALiBi's bias alone, before any training, makes its steepest head favour t - 1.
+    runs = {run["position"]: run for run in result["runs"]}
+    assert runs["alibi"]["previous_formed"]["step"] == 0
+    assert (
+        max(map(max, runs["sinusoidal"]["curve"][0]["previous"])) < result["thresholds"]["previous"]
+    )
     for name in ("sinusoidal", "rope", "alibi", "excess"):
         assert (tmp_path / f"positions-{name}.svg").read_text().startswith("<?xml")
     assert "| alibi |" in capsys.readouterr().out
