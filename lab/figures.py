@@ -15,6 +15,7 @@ from lab import (
     attention_cost_tables,
     context_extension,
     generate,
+    kv_heads_recall,
     masks,
     optimization,
     positions,
@@ -54,6 +55,8 @@ def committed_figures() -> dict[Path, object]:
         )
     for name, draw in positions.FIGURES.items():
         figures[RESULTS_DIR / name] = lambda draw=draw: draw(load(pos))
+    for name, draw in kv_heads_recall.FIGURES.items():
+        figures[RESULTS_DIR / name] = lambda draw=draw: draw(load(kv_heads_recall.RESULT_FILE))
     figures[masks.COST_PLOT] = lambda: masks.cost_plot(load(masks.COST_FILE))
     # Drawn from the rules themselves, not from a result.
     figures[RESULTS_DIR / context_extension.FIGURE] = context_extension.frequencies_figure
