@@ -17,6 +17,7 @@ from lab import (
     generate,
     kv_heads_recall,
     masks,
+    optimization,
     positions,
     streaming,
     taming_softmax,
@@ -47,6 +48,7 @@ def committed_figures() -> dict[Path, object]:
             load(TRAINING_RESULTS / "markov.json")
         ),
     }
+    figures[optimization.FIGURE] = lambda: optimization.loss_figure(load(optimization.RESULT_FILE))
     for name in ("kv-cache", "kv-cache-long"):
         figures[TRAINING_RESULTS / f"{name}.svg"] = lambda n=name: generate.kv_cache_figure(
             load(TRAINING_RESULTS / f"{n}.json")
