@@ -15,7 +15,9 @@ from lab import (
     attention_cost_tables,
     context_extension,
     generate,
+    kv_heads_recall,
     masks,
+    optimization,
     positions,
     streaming,
     taming_softmax,
@@ -46,12 +48,15 @@ def committed_figures() -> dict[Path, object]:
             load(TRAINING_RESULTS / "markov.json")
         ),
     }
+    figures[optimization.FIGURE] = lambda: optimization.loss_figure(load(optimization.RESULT_FILE))
     for name in ("kv-cache", "kv-cache-long"):
         figures[TRAINING_RESULTS / f"{name}.svg"] = lambda n=name: generate.kv_cache_figure(
             load(TRAINING_RESULTS / f"{n}.json")
         )
     for name, draw in positions.FIGURES.items():
         figures[RESULTS_DIR / name] = lambda draw=draw: draw(load(pos))
+    for name, draw in kv_heads_recall.FIGURES.items():
+        figures[RESULTS_DIR / name] = lambda draw=draw: draw(load(kv_heads_recall.RESULT_FILE))
     figures[masks.COST_PLOT] = lambda: masks.cost_plot(load(masks.COST_FILE))
     # Drawn from the rules themselves, not from a result.
     figures[RESULTS_DIR / context_extension.FIGURE] = context_extension.frequencies_figure

@@ -2,9 +2,10 @@
 
     python -m lab.model_cache --commit-trained   # this code's models into data/trained/
 
-Two small models are trained (each in seconds on a CPU): the attention-only model
-of snippets/induction.py on repeated tokens, and the GPT of snippets/char_gpt.py on
-the guide's text. A trained model is kept in .cache/trained/, under a key made from
+Small models are trained (each in seconds to a minute on a CPU): the attention-only
+model of snippets/induction.py on repeated tokens, the GPT of snippets/char_gpt.py on
+the guide's text, and lab/mqar.py's seed-0 MHA and MQA GPTs on MQAR (for the
+kv-heads page's sign check). A trained model is kept in .cache/trained/, under a key made from
 its configuration and from every file its training reads (the project's modules
 this one imports, and data/), so the site build, the notebook and the tests share
 one training per version of the code, and an edit to any of that code trains anew.
@@ -20,6 +21,7 @@ import torch
 
 from lab.common import atomic_write
 from lab.fingerprint import code_fingerprint
+from lab.mqar import CACHED, MqarRun, run_of, train_mqar
 from lab.paths import CACHE, ROOT
 from snippets.char_gpt import CharGPTConfig, train_char_gpt
 from snippets.corpus import guide_text
@@ -88,14 +90,37 @@ def trained_char_gpt(
     return model, char, losses
 
 
+def mqar_name(run: MqarRun) -> str:
+    """The cache's name of an MQAR model: one per attention and seed."""
+    label = "-".join(f"{k}-{v}" for k, v in run.attention) or "mha"
+    return f"mqar-{label}-seed{run.seed}".replace("_", "-")
+
+
+def trained_mqar(run: MqarRun) -> tuple[GPT, list[float]]:
+    """lab.mqar.train_mqar(run), trained once per version of the code."""
+    return _cached(mqar_name(run), run, lambda r: GPT(r.model_config()), train_mqar)
+
+
+def committed_runs() -> dict[str, object]:
+    """The models data/trained/ holds: each one's name in the cache -> its configuration."""
+    runs = {"induction": InductionConfig(), "char-gpt": CharGPTConfig()}
+    for variant in CACHED:
+        runs[mqar_name(run_of(variant))] = run_of(variant)
+    return runs
+
+
 def commit_trained() -> list[Path]:
     """Copy this code's trained models (the default configurations) into COMMITTED,
     replacing older ones of the same model."""
     trained_induction()
     trained_char_gpt()
+    runs = committed_runs()
+    for name, run in runs.items():
+        if name.startswith("mqar-"):
+            trained_mqar(run)
     COMMITTED.mkdir(parents=True, exist_ok=True)
     written = []
-    for name, config in (("induction", InductionConfig()), ("char-gpt", CharGPTConfig())):
+    for name, config in runs.items():
         current = COMMITTED / file_name(name, config)
         for old in COMMITTED.glob(f"{name}-*.pt"):
             if old != current:

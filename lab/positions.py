@@ -19,155 +19,53 @@ import math
 import multiprocessing
 import statistics
 import sys
-import time
 
 import torch
 
 from lab.common import RESULTS_DIR
+from lab.copy_training import (
+    INDUCTION_THRESHOLD,
+    PREVIOUS_THRESHOLD,
+    Setup,
+    train_one,
+    uniform_scores,
+)
 from lab.experiment import Command, progress
 from lab.style import COLORS, INK, pyplot
-from snippets.induction import previous_token_scores
-from snippets.model import GPT, GPTConfig
+from snippets.model import GPT
 from snippets.positions import (
     POSITIONS,
-    WITHOUT_TABLE,
     alibi_bias,
     alibi_slopes,
     apply_rope,
     rope_frequencies,
     sinusoidal_positions,
 )
-from snippets.tasks import copy_floor, copy_targets, repeated_tokens
-from snippets.train import lr_at, make_optimizer, train_step
+from snippets.tasks import copy_floor
 
 RESULT_FILE = RESULTS_DIR / "positions.json"
-SCHEMA = "attention-guide/positions/2"
-FACTORS = (1, 2, 4)  # evaluation lengths, in multiples of the training length
-THRESHOLD = 0.5  # a previous-token head gives at least this much weight to t - 1
+SCHEMA = "attention-guide/positions/3"
 
-
-@dataclasses.dataclass(frozen=True)
-class Setup:
-    """Everything a run depends on besides the scheme and the seed."""
-
-    context_length: int = 32  # T, the training length
-    vocab_size: int = 32
-    min_period: int = 4
-    max_period: int = 12
-    n_layer: int = 2
-    n_head: int = 4
-    n_embed: int = 64
-    steps: int = 500
-    batch_size: int = 32
-    lr: float = 3e-3
-    min_lr: float = 3e-4
-    warmup_steps: int = 50
-    weight_decay: float = 0.1
-    every: int = 25  # steps between two measurements of the previous-token score
-    eval_rows: int = 128  # rows scored at each length: the same rows for every model
-    schemes: tuple = POSITIONS
-    seeds: tuple = (0, 1, 2)
-
-
-FULL = Setup()
+FULL = Setup(n_layer=3, steps=800, lr=5e-3, schemes=POSITIONS)
 QUICK = Setup(
     context_length=16,
     vocab_size=8,
     min_period=2,
     max_period=5,
     n_layer=2,
-    n_head=2,
+    n_head=4,
     n_embed=32,
-    steps=150,
+    steps=400,
     batch_size=16,
     lr=1e-2,
     min_lr=1e-3,
     warmup_steps=10,
     every=50,
     eval_rows=32,
+    probe_period=4,
     schemes=("sinusoidal", "alibi"),
     seeds=(0,),
 )
-
-
-def model_config(setup: Setup, position: str) -> GPTConfig:
-    longest = setup.context_length * max(FACTORS)
-    return GPTConfig(
-        vocab_size=setup.vocab_size,
-        context_length=setup.context_length,
-        n_embed=setup.n_embed,
-        n_head=setup.n_head,
-        n_layer=setup.n_layer,
-        position=position,
-        # Only schemes without a table may be asked for more than they saw.
-        max_length=longest if position in WITHOUT_TABLE else None,
-    )
-
-
-def rows(setup: Setup, n: int, length: int, seed: int) -> torch.Tensor:
-    """n rows of length + 1 tokens (inputs and targets), periods as in training."""
-    generator = torch.Generator().manual_seed(seed)
-    V, lo, hi = setup.vocab_size, setup.min_period, setup.max_period
-    return repeated_tokens(n, length + 1, V, lo, hi, generator)
-
-
-@torch.no_grad()
-def copy_loss(model: GPT, batch: torch.Tensor) -> tuple[float, float]:
-    """Mean loss (nats) and accuracy on the targets a perfect copier knows."""
-    x, y = batch[:, :-1], batch[:, 1:]
-    known = copy_targets(batch)  # (B, L)
-    logits, _ = model(x)  # (B, L, V)
-    losses = torch.nn.functional.cross_entropy(logits.transpose(1, 2), y, reduction="none")
-    right = logits.argmax(-1) == y
-    return losses[known].mean().item(), right[known].float().mean().item()
-
-
-@torch.no_grad()
-def previous_token_score(model: GPT, batch: torch.Tensor) -> float:
-    """Layer 1's best head: its mean weight from each position to the one before."""
-    block = model.blocks[0]
-    x = block.ln1(model.embed(batch[:, :-1]))  # (B, T, C)
-    _, weights = block.attn(x, return_weights=True)  # (B, H, T, T)
-    return previous_token_scores(weights.unsqueeze(1)).max().item()  # of (1, H)
-
-
-def train_one(setup: Setup, position: str, seed: int) -> tuple[dict, list]:
-    """Train one model; returns its row of the table and, for "learned", its table."""
-    torch.set_num_threads(1)
-    torch.manual_seed(seed)  # the same initial weights where the schemes agree
-    model = GPT(model_config(setup, position))
-    optimizer = make_optimizer(model, setup.lr, setup.weight_decay)
-    generator = torch.Generator().manual_seed(seed)  # the same batches
-    probe = rows(setup, 32, setup.context_length, seed=1000)
-    T, V, lo, hi = setup.context_length, setup.vocab_size, setup.min_period, setup.max_period
-    start = time.process_time()
-    curve, formed = [], None
-    for step in range(setup.steps):
-        lr = lr_at(step, setup.lr, setup.min_lr, setup.warmup_steps, setup.steps)
-        for group in optimizer.param_groups:
-            group["lr"] = lr
-        batch = repeated_tokens(setup.batch_size, T + 1, V, lo, hi, generator)
-        loss, _ = train_step(model, optimizer, [(batch[:, :-1], batch[:, 1:])], 1.0)
-        if (step + 1) % setup.every == 0:
-            model.eval()
-            score = previous_token_score(model, probe)
-            model.train()
-            curve.append([step + 1, round(loss, 4), round(score, 3)])
-            if formed is None and score >= THRESHOLD:
-                formed = step + 1
-    model.eval()
-    row = {"position": position, "seed": seed, "formed_at": formed, "curve": curve}
-    for factor in FACTORS:
-        length = T * factor
-        if length > model.config.longest:
-            row[f"loss_{factor}x"] = row[f"accuracy_{factor}x"] = None  # no table rows
-            continue
-        loss, accuracy = copy_loss(model, rows(setup, setup.eval_rows, length, seed=2000))
-        row[f"loss_{factor}x"], row[f"accuracy_{factor}x"] = round(loss, 4), round(accuracy, 4)
-    row["parameters"] = sum(p.numel() for p in model.parameters())
-    row["train_cpu_seconds"] = round(time.process_time() - start, 1)
-    table = learned_similarity(model) if position == "learned" and seed == setup.seeds[0] else None
-    return row, table
 
 
 def learned_similarity(model: GPT) -> list[list[float]]:
@@ -178,7 +76,10 @@ def learned_similarity(model: GPT) -> list[list[float]]:
 
 
 def _train(job):
-    return train_one(*job)
+    setup, position, seed = job
+    row, model = train_one(setup, position, seed)
+    first = position == "learned" and seed == setup.seeds[0]
+    return row, learned_similarity(model) if first else None
 
 
 def summary(rows_: list[dict], schemes, factors) -> list[dict]:
@@ -197,8 +98,8 @@ def summary(rows_: list[dict], schemes, factors) -> list[dict]:
                 "min": min(values),
                 "max": max(values),
             }
-        formed = [r["formed_at"] for r in mine]
-        entry["formed_at"] = formed  # per seed; None: not within the run
+        for key in ("previous_formed", "induction_formed"):
+            entry[key] = [r[key] for r in mine]  # per seed; None: not within the run
         out.append(entry)
     return out
 
@@ -220,15 +121,17 @@ def run(setup: Setup, header: dict, processes: int = 2) -> dict:
             **dataclasses.asdict(setup),
             "schemes": list(setup.schemes),
             "seeds": list(setup.seeds),
+            "factors": list(setup.factors),
         },
         floor_on_copies=0.0,
         floor_all_targets=round(
             copy_floor(setup.context_length, setup.vocab_size, setup.min_period, setup.max_period),
             4,
         ),
-        threshold=THRESHOLD,
-        factors=list(FACTORS),
-        rows=summary(runs, setup.schemes, FACTORS),
+        thresholds={"previous": PREVIOUS_THRESHOLD, "induction": INDUCTION_THRESHOLD},
+        uniform_scores=uniform_scores(setup),
+        factors=list(setup.factors),
+        rows=summary(runs, setup.schemes, setup.factors),
         runs=runs,
         learned_similarity=tables[0] if tables else None,
     )
@@ -326,7 +229,7 @@ def excess_figure(data: dict):
     ax.set_xlabel("evaluation length / training length")
     ax.set_ylabel("loss on the copies, nats")
     ax.grid(True)
-    ax.legend(fontsize="small", ncol=3, loc="center right", bbox_to_anchor=(1, 0.3))
+    ax.legend(fontsize="small", ncol=2, loc="upper left")
     fig.tight_layout()
     return fig
 
@@ -349,14 +252,22 @@ def cell(entry) -> str:
     return f"{entry['mean']:.2f} ({entry['min']:.2f}-{entry['max']:.2f})"
 
 
+def formed(entry) -> str:
+    """A head's formation, for the table: step (layer.head), or "-" if not within the run."""
+    return "-" if entry is None else f"{entry['step']} (L{entry['layer']}.{entry['head']})"
+
+
 def table(result: dict) -> str:
-    """The Markdown table of the page: loss on the copies, mean (min-max) over seeds."""
-    head = ["scheme"] + [f"loss at {f}x" for f in result["factors"]] + ["head formed at step"]
+    """The Markdown table of the page: loss on the copies, mean (min-max) over seeds,
+    and per seed the step (layer.head) at which each head formed."""
+    head = ["scheme"] + [f"loss at {f}x" for f in result["factors"]]
+    head += ["previous-token head at", "induction head at"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in result["rows"]:
-        formed = ", ".join("-" if s is None else str(s) for s in row["formed_at"])
         cells = [row["position"]] + [cell(row[f"loss_{f}x"]) for f in result["factors"]]
-        lines.append("| " + " | ".join(cells + [formed]) + " |")
+        for key in ("previous_formed", "induction_formed"):
+            cells.append(", ".join(formed(e) for e in row[key]))
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 

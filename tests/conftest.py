@@ -1,3 +1,4 @@
+import fcntl
 import os
 import subprocess
 import sys
@@ -11,17 +12,35 @@ from tests.browser import BROWSER_REPORT, BROWSER_TABLE
 
 @pytest.fixture(scope="session")
 def built_site(tmp_path_factory) -> Path:
-    """The site built once per test session with `mkdocs build --strict`."""
-    out = tmp_path_factory.mktemp("site")
-    proc = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
-    )
-    if proc.returncode != 0:
-        pytest.fail(f"mkdocs build --strict failed:\n{proc.stdout}\n{proc.stderr}", pytrace=False)
+    """The site built once per run with `mkdocs build --strict`.
+
+    Under pytest-xdist every worker that needs it shares one build: the first to ask builds
+    it into the run's common temporary folder while holding a lock, the others wait on the
+    lock and read it (as pytest-xdist's documentation does for session fixtures). So the
+    tests of the built site can run in several workers at once.
+    """
+    common = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        common = common.parent  # .../pytest-N/popen-gwK -> .../pytest-N, shared by the workers
+    out, done = common / "built-site", common / "built-site.done"
+    with open(common / "built-site.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not done.exists():
+            failed = common / "built-site.failed"
+            if failed.exists():
+                pytest.fail(failed.read_text(encoding="utf-8"), pytrace=False)
+            proc = subprocess.run(
+                [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+                env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+            )
+            if proc.returncode != 0:
+                message = f"mkdocs build --strict failed:\n{proc.stdout}\n{proc.stderr}"
+                failed.write_text(message, encoding="utf-8")  # the other workers say it too
+                pytest.fail(message, pytrace=False)
+            done.touch()
     return out
 
 

@@ -14,9 +14,11 @@ with --time-budget-fails it also fails the session.
 
 from __future__ import annotations
 
+import json
 import resource
 import time
 from collections import defaultdict
+from pathlib import Path
 
 import pytest
 
@@ -131,6 +133,7 @@ class SuiteTime:
         write("slowest (wall, CPU):")
         for nodeid in sorted(self.wall, key=self.wall.get, reverse=True)[:5]:
             write(f"  {self.wall[nodeid]:6.1f} s {self.cpu.get(nodeid, 0.0):6.1f} s  {nodeid}")
+        self._write_times()
         if not full_run(self.config):
             return
         if self.over_budget():
@@ -142,3 +145,20 @@ class SuiteTime:
                 red=True,
                 bold=True,
             )
+
+    def _write_times(self) -> None:
+        """Every test's wall and CPU seconds and its chain, slowest first, for a closer look:
+        test-artifacts/suite-time.json."""
+        rows = [
+            {
+                "test": n,
+                "wall_s": round(w, 2),
+                "cpu_s": round(self.cpu.get(n, 0.0), 2),
+                "chain": scope_of(n),
+                "worker": self.worker[n],
+            }
+            for n, w in sorted(self.wall.items(), key=lambda kv: -kv[1])
+        ]
+        out = Path(self.config.rootpath) / "test-artifacts" / "suite-time.json"
+        out.parent.mkdir(exist_ok=True)
+        out.write_text(json.dumps({"wall_s": round(self.elapsed, 1), "tests": rows}, indent=1))

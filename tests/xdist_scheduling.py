@@ -1,15 +1,16 @@
 """Which tests share a pytest-xdist worker, and which start first.
 
-A page's blocks share one namespace and run in order, so a page goes to one worker. The tests
-that use the built site share its session fixtures (one build, one browser), so they go to one
-worker together. Each run of the pages under another CPU setting (tests/pages/test_portability.py)
-is a process of its own and may go anywhere. Everything else is grouped by module, so that
-module-scoped fixtures are built once.
+A page's blocks share one namespace and run in order, so a page goes to one worker. Each run
+of the pages under another CPU setting (tests/pages/test_portability.py) is a process of its
+own and may go anywhere. Everything else is grouped by module, so that module-scoped fixtures
+are built once. The site is built once for all workers (tests/conftest.py's built_site), so
+the modules that use it may run in several workers at once.
 
-The run lasts at least as long as its longest unit, the built site's (a build, then every page
-in a real browser): it starts first, and the other units follow longest first, so that no long
+The run lasts at least as long as its longest unit, the browser's visit of every page of the
+built site (a build, then the visits): it starts first, and the other units follow longest
+first, the built site's others after the long ones (by then the build is done), so that no long
 unit starts last while the other worker idles. Every other test runs at a lower CPU priority
-(and so do the processes it starts): it takes the CPU only when the built site leaves it.
+(and so do the processes it starts): it takes the CPU only when the browser's unit leaves it.
 
 The scheduler implements xdist's public `Scheduling` protocol (xdist.scheduler.protocol),
 handed over through the `pytest_xdist_make_scheduler` hook, rather than overriding a private
@@ -24,10 +25,12 @@ import os
 
 import pytest
 
-SITE = "the built site"
-SHARE_THE_BUILT_SITE = {
+SITE = "the built site in the browser"  # the longest unit: every page visited
+IN_THE_BROWSER = "tests/pages/test_browser.py"
+# Other tests of the built site: one build serves every worker (tests/conftest.py's
+# built_site), so each is a unit of its own, started once the build is under way.
+USE_THE_BUILT_SITE = {
     "tests/pages/test_site.py",
-    "tests/pages/test_browser.py",
     "tests/pages/test_browser_planted.py",
     "tests/hooks/test_explorer_data.py",
     "tests/hooks/test_notebook_cache.py",
@@ -46,7 +49,7 @@ LONG_FIRST = ("tests/pages/test_portability.py",)
 def scope_of(nodeid: str) -> str:
     """The unit of work a test belongs to: tests of one unit run in one worker, in order."""
     file = nodeid.split("::", 1)[0]
-    if file in SHARE_THE_BUILT_SITE:
+    if file == IN_THE_BROWSER:
         return SITE
     if file in ONE_PER_WORKER:
         return nodeid
@@ -54,7 +57,8 @@ def scope_of(nodeid: str) -> str:
 
 
 def start_order(units: dict[str, list[str]]) -> list[str]:
-    """The built site first, then the known long units, then the rest by size, largest first
+    """The browser's visit of the built site first, then the known long units, then the other
+    tests of the built site, then the rest; each group by size, largest first
     (the order is stable, so equal units keep their collection order)."""
 
     def rank(scope: str) -> tuple[int, int]:
@@ -62,7 +66,9 @@ def start_order(units: dict[str, list[str]]) -> list[str]:
             return (0, 0)
         if scope.split("::", 1)[0] in LONG_FIRST:
             return (1, 0)
-        return (2, -len(units[scope]))
+        if scope in USE_THE_BUILT_SITE:  # after the long units: the build is done by then
+            return (2, -len(units[scope]))
+        return (3, -len(units[scope]))
 
     return sorted(units, key=rank)
 
@@ -163,6 +169,17 @@ class ByPageAndSite:
             node.send_runtest_some(indices)
         if not self.queue:
             node.shutdown()  # the worker finishes what it holds, then stops
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config):
+    """`-n auto`: one worker per core, and one more for the browser's unit, which spends much
+    of its time waiting (for a page to draw, for the network to go quiet, at a reader's
+    scrolling pace) while the others can use the cores. pytest.ini's --maxprocesses caps it;
+    GUIDE_XDIST_WORKERS sets it."""
+    if os.environ.get("GUIDE_XDIST_WORKERS"):
+        return int(os.environ["GUIDE_XDIST_WORKERS"])
+    return len(os.sched_getaffinity(0)) + 1
 
 
 @pytest.hookimpl(optionalhook=True)

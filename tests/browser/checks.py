@@ -388,6 +388,7 @@ def screenshot(page, path: Path, full_page: bool = True) -> list[str]:
             full_page=whole,
             type="jpeg",
             quality=85,
+            timeout=30_000,  # a whole long page on a loaded machine takes more than 5 s
         )
     page.set_viewport_size(DESKTOP)
     return []

@@ -8,7 +8,6 @@ import torch
 
 import lab.model_cache as models
 from lab import fingerprint, model_cache
-from snippets.char_gpt import CharGPTConfig
 from snippets.induction import AttentionOnly, InductionConfig
 from tests.code_copy import assert_key_follows_the_code, copy_of_the_code
 
@@ -51,7 +50,9 @@ def test_a_committed_model_of_other_code_is_not_loaded(empty_cache, monkeypatch)
 
 def test_the_committed_models_are_this_codes():
     """Else every fresh clone trains them again (seconds of the build's chain): refresh them."""
-    for name, config in (("induction", InductionConfig()), ("char-gpt", CharGPTConfig())):
+    runs = models.committed_runs()
+    assert {"induction", "char-gpt", "mqar-mha-seed0", "mqar-n-kv-head-1-seed0"} <= set(runs)
+    for name, config in runs.items():
         committed = sorted(p.name for p in models.COMMITTED.glob(f"{name}-*.pt"))
         assert committed == [models.file_name(name, config)], (
             f"data/trained/ holds {committed} for {name!r}, not this code's "

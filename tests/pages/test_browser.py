@@ -19,13 +19,14 @@ REQUIRE_BROWSER=1 so that there a missing browser is a failure instead.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import shutil
-import threading
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -35,6 +36,7 @@ from tests.browser import BROWSER_REPORT, BROWSER_TABLE, js
 from tests.browser import checks as bc
 from tests.browser import server as bs
 from tests.browser import visit as bv
+from tests.browser.parallel import visit_in_parallel
 from tests.browser.report import report_lines
 
 pytestmark = pytest.mark.browser
@@ -45,11 +47,9 @@ SCREENSHOTS = ARTIFACTS / "screenshots"
 PLANTED = ROOT / "tests" / "browser" / "planted"
 # Browsers that visit the site's pages side by side, each its own chromium and tab in a
 # thread of its own (a visit mostly waits: for the first screen, for quiet, while scrolling).
-# Two halve the pages' wall time (a visit mostly waits). A visitor has been seen to stop
-# answering midway on a loaded machine, cause not yet understood: the pages it leaves are
-# redone in the session's browser (below). GUIDE_BROWSER_VISITORS=1 visits one at a time.
+# GUIDE_BROWSER_VISITORS=1 visits one page at a time.
 VISITORS = int(os.environ.get("GUIDE_BROWSER_VISITORS", "2"))
-VISIT_LIMIT_S = 40  # with no page finished for this long, the pages left are redone
+VISIT_LIMIT_S = 120  # a visitor on one page this long is stuck: that page is redone
 
 
 # ----------------------------------------------------------------------------- fixtures
@@ -159,50 +159,30 @@ def inspect_page(tab: bv.SiteBrowser, server: bs.SiteServer, url: str) -> dict:
     }
 
 
-def _visitor(server: bs.SiteServer, urls: list[str], reports: dict, errors: list) -> None:
-    """One browser of its own (playwright's sync API is one per thread) inspecting urls."""
+@contextlib.contextmanager
+def _visitor(server: bs.SiteServer) -> Iterator:
+    """A browser of its own (playwright's sync API is one per thread), and the function
+    that inspects one page in it."""
     from playwright.sync_api import sync_playwright
 
-    try:
-        with sync_playwright() as p:
-            chromium = p.chromium.launch(executable_path=bs.CHROMIUM, args=bs.CHROMIUM_ARGS)
-            tab = bv.SiteBrowser(chromium, server.origin)
-            for url in urls:
-                reports[url] = inspect_page(tab, server, url)
-            tab.close()
-            chromium.close()
-    except Exception as err:  # re-raised by the fixture, in the test's thread
-        errors.append(err)
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=bs.CHROMIUM, args=bs.CHROMIUM_ARGS)
+        tab = bv.SiteBrowser(chromium, server.origin)
+        yield lambda url: inspect_page(tab, server, url)
+        tab.close()
+        chromium.close()
 
 
 @pytest.fixture(scope="session")
 def site_report(request, browser, site_server, site_pages) -> list[dict]:
     """Every page inspected once; writes test-artifacts/browser-report.json and the table."""
     shutil.rmtree(SCREENSHOTS, ignore_errors=True)  # no stale pictures of removed pages
-    reports, errors = {}, []
-    # Even one visitor runs in a thread of its own: a playwright call that never returns
-    # (seen a few times on a loaded machine, the browser idle) cannot then hang the session.
-    # A visitor that finishes no page for VISIT_LIMIT_S is left behind.
-    shares = [site_pages[n::VISITORS] for n in range(max(1, VISITORS))]
-    threads = [
-        threading.Thread(target=_visitor, args=(site_server, share, reports, errors), daemon=True)
-        for share in shares
-    ]
-    for thread in threads:
-        thread.start()
-    done, last_progress = 0, time.monotonic()
-    while any(t.is_alive() for t in threads) and not errors:
-        time.sleep(0.5)
-        if len(reports) != done:
-            done, last_progress = len(reports), time.monotonic()
-        elif time.monotonic() - last_progress > VISIT_LIMIT_S:
-            break
-    if errors:
-        raise errors[0]
-    # A visitor that stopped answering (seen once on a loaded machine, its browser idle) is
-    # left behind: its pages are opened again in the session's own browser, and the table
-    # says so.
-    late = [url for url in site_pages if url not in reports]
+    visits = visit_in_parallel(
+        site_pages, lambda: _visitor(site_server), VISITORS, limit_s=VISIT_LIMIT_S
+    )
+    reports, late = visits.reports, visits.left
+    # The pages of stuck visitors, opened again in the session's own browser (the table
+    # says so, with where each visitor was stuck).
     if late:
         tab = bv.SiteBrowser(browser, site_server.origin)
         for url in late:
@@ -216,6 +196,7 @@ def site_report(request, browser, site_server, site_pages) -> list[dict]:
         lines.append(
             f"a visitor did not finish: {len(late)} page(s) opened again in the main browser"
         )
+        lines += [f"a visitor stuck at:\n{stack}" for stack in visits.stuck]
     lines.append(
         f"screenshots in {SCREENSHOTS.relative_to(ROOT)}/, "
         f"details in {(ARTIFACTS / 'browser-report.json').relative_to(ROOT)}"

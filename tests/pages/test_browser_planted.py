@@ -101,9 +101,11 @@ def planted(site_browser, site_server, built_site):
     hook.on_post_build(None)
 
     def open_planted(name: str) -> bv.Visit:
-        # A planted page is one short article: 3 s is ample, and the untypeset one never
-        # completes its first screen, so it would wait out the whole site's timeout.
-        return site_browser.visit(f"{site_server.base}planted-{name}/", timeout_ms=3000)
+        # An untypeset page never completes its first screen: 3 s is ample to see that. The
+        # others get the site's timeout (a loaded machine draws a diagram slowly); a page
+        # returns as soon as its first screen is complete.
+        timeout_ms = 3000 if name in NOT_TYPESET else bv.RENDER_TIMEOUT_MS
+        return site_browser.visit(f"{site_server.base}planted-{name}/", timeout_ms=timeout_ms)
 
     return open_planted
 

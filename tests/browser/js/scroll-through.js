@@ -3,7 +3,9 @@
 // that (the wait a reader sees). Returns to the top afterwards. Past the last diagram nothing
 // loads on the way down, so the rest is scrolled at the quicker step.
 async ([diagramStepMs, plainStepMs]) => {
-  const frame = () => new Promise(r => requestAnimationFrame(r));
+  // The next frame; or 100 ms, should the browser stop drawing frames (it then never calls
+  // requestAnimationFrame back, and this evaluate, which has no timeout, would never return).
+  const frame = () => new Promise(r => { requestAnimationFrame(r); setTimeout(r, 100); });
   const sleep = ms => new Promise(r => setTimeout(r, ms));
   const diagrams = [...document.querySelectorAll("pre.mermaid")];
   const drawn = pre => !pre.isConnected;  // Material replaces the <pre> with its drawing

@@ -1,0 +1,130 @@
+"""Training a small GPT on multi-query associative recall (MQAR), and scoring its recall.
+
+The recipe that trains at this size (2 layers, one CPU thread, about a minute a
+model): rows of snippets.tasks.mqar with a number of pairs drawn per row, so one
+model is trained once and scored at each number of pairs; the loss only on keys
+seen before in the row (a first occurrence's value is a coin toss, nothing to
+learn); ALiBi positions, with which the previous-token head that MQAR needs forms
+in a few hundred steps (with a learned position table the same model stayed at
+about 1 / pairs for 1,000 steps); AdamW at 3e-3 with a warm-up and a cosine decay;
+a batch of 64 rows.
+
+Recall at N pairs: on fresh rows with exactly N distinct keys, the share of
+repeated keys whose value is the model's top guess.
+"""
+
+import dataclasses
+import math
+
+import torch
+
+from snippets.model import GPT, GPTConfig
+from snippets.tasks import IGNORE, mqar
+
+
+@dataclasses.dataclass(frozen=True)
+class MqarRun:
+    """One trained model: the task, the model's sizes, its attention, the recipe.
+
+    attention: {} for MHA, {"n_kv_head": G} for GQA/MQA, {"attention": "mla",
+    "kv_latent": R} for MLA (a tuple of items, so that the run is hashable).
+    """
+
+    attention: tuple = ()
+    seed: int = 0
+    length: int = 32  # tokens in a row: 16 pairs
+    n_keys: int = 32
+    n_values: int = 64
+    min_pairs: int = 1
+    max_pairs: int = 12
+    n_embed: int = 32  # C
+    n_head: int = 8  # H: D = C / H = 4
+    n_layer: int = 2
+    steps: int = 600
+    batch: int = 64
+    lr: float = 3e-3
+    warmup: int = 100
+
+    def model_config(self) -> GPTConfig:
+        return GPTConfig(
+            vocab_size=self.n_keys + self.n_values,
+            context_length=self.length,
+            n_embed=self.n_embed,
+            n_head=self.n_head,
+            n_layer=self.n_layer,
+            position="alibi",
+            **dict(self.attention),
+        )
+
+
+def repeated_keys(tokens: torch.Tensor) -> torch.Tensor:
+    """(B, L) bool: True at the key positions whose key occurred earlier in the row,
+    the positions where a value can be recalled."""
+    keys = tokens[:, 0::2]  # (B, n)
+    n = keys.size(1)
+    earlier = torch.ones(n, n, dtype=torch.bool).tril(-1)  # slot j < slot i
+    seen = ((keys.unsqueeze(2) == keys.unsqueeze(1)) & earlier).any(dim=2)  # (B, n)
+    out = torch.zeros_like(tokens, dtype=torch.bool)
+    out[:, 0::2] = seen
+    return out
+
+
+def lr_at(run: MqarRun, step: int) -> float:
+    """Linear warm-up, then a cosine from lr down to lr / 10."""
+    warm = min(1.0, (step + 1) / run.warmup)
+    cosine = 0.5 * (1 + math.cos(math.pi * step / run.steps))
+    return run.lr * warm * (0.1 + 0.9 * cosine)
+
+
+def train_mqar(run: MqarRun) -> tuple[GPT, list[float]]:
+    """Train run's model; return it (in eval mode) and its loss every 50 steps."""
+    torch.manual_seed(run.seed)
+    model = GPT(run.model_config())
+    optimizer = torch.optim.AdamW(
+        model.parameters(), lr=run.lr, betas=(0.9, 0.98), weight_decay=0.0
+    )
+    rows = torch.Generator().manual_seed(run.seed)  # the same rows for every variant
+    losses = []
+    for step in range(run.steps):
+        for group in optimizer.param_groups:
+            group["lr"] = lr_at(run, step)
+        tokens, targets = mqar(
+            run.batch, run.length, run.n_keys, run.n_values,
+            run.min_pairs, run.max_pairs, rows,
+        )  # fmt: skip
+        targets = torch.where(repeated_keys(tokens), targets, IGNORE)
+        _, loss = model(tokens, targets)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        if step % 50 == 0 or step == run.steps - 1:
+            losses.append(round(loss.item(), 4))
+    return model.eval(), losses
+
+
+D = MqarRun.n_embed // MqarRun.n_head  # 4
+# The same 8 query heads; only what keys and values each query head reads changes.
+VARIANTS = {
+    "MHA": (),  # 8 key/value heads, one per query head
+    "GQA": (("n_kv_head", 2),),  # 2, each shared by 4 query heads
+    "MQA": (("n_kv_head", 1),),  # 1, shared by all 8
+    "MLA": (("attention", "mla"), ("kv_latent", 2 * D)),  # a latent of MQA's 2 x D
+}
+CACHED = ("MHA", "MQA")  # the variants whose seed-0 models lab/model_cache.py keeps
+
+
+def run_of(variant: str, seed: int = 0) -> MqarRun:
+    """The full run of a variant of VARIANTS."""
+    return MqarRun(attention=VARIANTS[variant], seed=seed)
+
+
+@torch.no_grad()
+def recall(model: GPT, run: MqarRun, pairs: int, rows: int) -> float:
+    """The share of repeated keys answered right, on `rows` fresh rows of exactly
+    `pairs` distinct keys (the same rows for every model)."""
+    data = torch.Generator().manual_seed(10_000 + pairs)
+    tokens, targets = mqar(rows, run.length, run.n_keys, run.n_values, pairs, pairs, data)
+    logits, _ = model(tokens)
+    asked = repeated_keys(tokens)
+    return (logits.argmax(-1) == targets)[asked].float().mean().item()
