@@ -2,9 +2,8 @@
 // last character other than a space; where the block shows it (inside the box that scrolls)
 // level with the button, it must end left of the button: a line that runs under the button
 // and out past it (into the few px between the button and the edge) is covered too, its
-// last letter visible and the ones before it not. Each block is looked at
-// scrolled to its start and to its end (a long line's end is seen only there), then put
-// back. Material's blocks (pre > code, the button in the <pre>) and the notebook's cells
+// last letter visible and the ones before it not. Each block is looked at as scrolled to
+// its start and to its end (a long line's end is seen only there). Material's blocks (pre > code, the button in the <pre>) and the notebook's cells
 // (the button beside the highlighted <pre>); blocks not drawn (in a closed <details>) are
 // left out. Only the lines level with the button are measured: it sits at the block's top.
 () => {
@@ -65,28 +64,29 @@
     const clip = { left: view.left + shown.clientLeft, top: view.top + shown.clientTop };
     clip.right = clip.left + shown.clientWidth;
     clip.bottom = clip.top + shown.clientHeight;
-    const lines = []; // level with the button (scrolling sideways moves none up or down)
-    for (const end of lineEnds(code)) {
-      if (charBox(end).top > b.bottom) break;
-      lines.push(end);
+    const ends = []; // [line, box] of those level with the button (a sideways scroll moves
+    for (const end of lineEnds(code)) { // none up or down)
+      const at = charBox(end);
+      if (at.top > b.bottom) break;
+      ends.push([end[2], at]);
     }
-    const start = scroller ? scroller.scrollLeft : 0;
+    // Scrolled by x px from where it is now, a character moves x px left and the button
+    // stays: each position is worked out from one measurement, no scrolling (a scroll
+    // followed by a measurement makes the browser lay the page out again).
+    const now = scroller ? scroller.scrollLeft : 0;
     const covered = new Set();
-    for (const left of scroller ? [0, scroller.scrollWidth] : [0]) {
-      if (scroller) scroller.scrollLeft = left;
-      const now = button.getBoundingClientRect();
-      for (const end of lines) {
-        const r = charBox(end);
+    for (const left of scroller ? [0, scroller.scrollWidth - scroller.clientWidth] : [0]) {
+      for (const [lineNo, at] of ends) {
+        const x = left - now;
         const seen = {
-          left: Math.max(r.left, clip.left), right: Math.min(r.right, clip.right),
-          top: Math.max(r.top, clip.top), bottom: Math.min(r.bottom, clip.bottom),
+          left: Math.max(at.left - x, clip.left), right: Math.min(at.right - x, clip.right),
+          top: Math.max(at.top, clip.top), bottom: Math.min(at.bottom, clip.bottom),
         };
-        if (seen.right > seen.left && level(seen, now) && seen.right > now.left + 0.5) {
-          covered.add(end[2]);
+        if (seen.right > seen.left && level(seen, b) && seen.right > b.left + 0.5) {
+          covered.add(lineNo);
         }
       }
     }
-    if (scroller) scroller.scrollLeft = start;
     if (covered.size) {
       const text = code.textContent.split("\n");
       found.push({
