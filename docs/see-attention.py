@@ -225,10 +225,10 @@ tokens = letters(held_out[0])
 best = divmod(int(induction.argmax()), config.n_head)
 best_previous = (0, int(previous[0].argmax()))
 descriptions = {
-    "induction": f"Head L{best[0] + 1} H{best[1] + 1} attends 15 keys back in the "
-    "second copy.",
-    "previous-token": f"Head L1 H{best_previous[1] + 1} attends mostly to the previous "
-    "token.",
+    "induction": f"Head L{best[0] + 1} H{best[1] + 1} attends 15 keys back "
+    "in the second copy.",
+    "previous-token": f"Head L1 H{best_previous[1] + 1} attends mostly "
+    "to the previous token.",
 }
 for (layer, head), kind in zip([best, best_previous], descriptions, strict=True):
     # One head per figure, its cells taller than wide: a letter for every row.
@@ -296,7 +296,9 @@ kinds = {
 print("head " + "".join(f"{kind:>9}" for kind in kinds))
 for layer in range(2):
     for head in range(4):
-        shares = "".join(f"{k[layer, head].float().mean():9.2f}" for k in kinds.values())
+        shares = "".join(
+            f"{k[layer, head].float().mean():9.2f}" for k in kinds.values()
+        )
         print(f"L{layer + 1} H{head + 1}" + shares)
 for kind, k in kinds.items():
     share = k.float().mean(dim=-1)  # (L, H): the share of queries of each head
@@ -313,7 +315,8 @@ fig.tight_layout()
 show(
     fig,
     "Attention of the 8 heads of the character-level GPT on the sentence "
-    f"'{sentence}', with their previous-token scores. The upper triangles are empty.",
+    f"'{sentence}', with their previous-token scores. "
+    "The upper triangles are empty.",
 )
 layer, head = divmod(int(gpt_previous.argmax()), 4)
 fig, ax = plt.subplots(figsize=(WIDTH, 6.2))
