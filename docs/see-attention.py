@@ -38,7 +38,7 @@ from IPython.display import HTML, display
 
 from lab.model_cache import trained_char_gpt, trained_induction
 from lab.see_attention import heatmap, letters, mask_image
-from lab.style import inline_svg, pyplot
+from lab.style import inline_svg, legible_font_size, pyplot
 from snippets.char_gpt import CharGPTConfig, gpt_attention
 from snippets.induction import (
     AttentionOnly,
@@ -56,10 +56,13 @@ torch.set_num_threads(1)
 # %% [markdown]
 # The figures are drawn in the site's one plotting style (`lab/style.py`): SVG
 # with a transparent background, text and axes in a grey that reads on the light
-# and on the dark scheme alike, put inside the page.
+# and on the dark scheme alike, put inside the page. Each is 5 inches wide, with
+# its text large enough to stay readable when a phone shrinks it to its screen.
 
 # %%
 plt = pyplot()  # matplotlib in the site's style
+WIDTH = 5  # inches: every figure below
+plt.rcParams["font.size"] = legible_font_size(WIDTH)
 
 
 def show(fig, description: str) -> None:
@@ -116,7 +119,7 @@ print(
 # repeated part alone is measured on held-out rows below.
 
 # %%
-fig, ax = plt.subplots(figsize=(5.5, 2.2))
+fig, ax = plt.subplots(figsize=(WIDTH, 2.4))
 ax.plot(range(1, len(losses) + 1), losses, linewidth=1)
 ax.set_xlabel("training step")
 ax.set_ylabel("loss (nats)")
@@ -198,12 +201,12 @@ print(
 # query down the side, key along the top:
 
 # %%
-fig, axes = plt.subplots(config.n_layer, config.n_head, figsize=(8, 4.6))
+fig, axes = plt.subplots(config.n_layer, config.n_head, figsize=(WIDTH, 4.2))
 for layer in range(config.n_layer):
     for head in range(config.n_head):
         title = (
             f"L{layer + 1} H{head + 1}\n"
-            f"ind {induction[layer, head]:.2f}, prev {previous[layer, head]:.2f}"
+            f"ind {induction[layer, head]:.2f}\nprev {previous[layer, head]:.2f}"
         )
         heatmap(axes[layer, head], weights[0, layer, head], None, title)
 fig.tight_layout()
@@ -221,21 +224,21 @@ show(
 tokens = letters(held_out[0])
 best = divmod(int(induction.argmax()), config.n_head)
 best_previous = (0, int(previous[0].argmax()))
-fig, axes = plt.subplots(1, 2, figsize=(9, 4.8))
-for ax, (layer, head), kind in zip(
-    axes, [best, best_previous], ["induction", "previous-token"], strict=True
-):
+descriptions = {
+    "induction": f"Head L{best[0] + 1} H{best[1] + 1} attends 15 keys back "
+    "in the second copy.",
+    "previous-token": f"Head L1 H{best_previous[1] + 1} attends mostly "
+    "to the previous token.",
+}
+for (layer, head), kind in zip([best, best_previous], descriptions, strict=True):
+    # One head per figure, its cells taller than wide: a letter for every row.
+    fig, ax = plt.subplots(figsize=(WIDTH, 6.2))
     title = f"L{layer + 1} H{head + 1}: the best {kind} head"
-    heatmap(ax, weights[0, layer, head], tokens, title)
-axes[0].set_ylabel("query")
-for ax in axes:
+    heatmap(ax, weights[0, layer, head], tokens, title, aspect="auto")
+    ax.set_ylabel("query")
     ax.set_xlabel("key")
-fig.tight_layout()
-show(
-    fig,
-    f"Head L{best[0] + 1} H{best[1] + 1} attends 15 keys back in the second copy; "
-    f"head L1 H{best_previous[1] + 1} attends mostly to the previous token.",
-)
+    fig.tight_layout()
+    show(fig, descriptions[kind])
 
 # %% [markdown]
 # Read a second-layer head row by row. A query in the second copy (the lower half)
@@ -268,7 +271,8 @@ print(
 # `gpt_attention` runs the model and, with a hook on each attention layer, collects
 # the weights of every head. Each panel is one head; row $t$ is what the character
 # at $t$ attends to. The upper triangle is empty: that is the causal mask, no
-# character sees the ones after it.
+# character sees the ones after it. The head that most reads the character before
+# comes after them, up close, with the sentence along its axes.
 
 # %%
 sentence = "The causal mask hides the future"
@@ -289,11 +293,11 @@ kinds = {
     "a space": is_space[strongest],
     "first": strongest == 0,
 }
-print("head  " + "".join(f"{kind:>10}" for kind in kinds))
+print("head " + "".join(f"{kind:>9}" for kind in kinds))
 for layer in range(2):
     for head in range(4):
         shares = "".join(
-            f"{k[layer, head].float().mean():10.2f}" for k in kinds.values()
+            f"{k[layer, head].float().mean():9.2f}" for k in kinds.values()
         )
         print(f"L{layer + 1} H{head + 1}" + shares)
 for kind, k in kinds.items():
@@ -302,19 +306,30 @@ for kind, k in kinds.items():
     print(
         f"most often {kind!r}: L{layer + 1} H{head + 1}, {share[layer, head]:.2f}"
     )
+fig, axes = plt.subplots(2, 4, figsize=(WIDTH, 3.6))
 for layer in range(2):
-    fig, axes = plt.subplots(2, 2, figsize=(8, 8.4))
-    for head, ax in enumerate(axes.flat):
-        score = gpt_previous[layer, head]
-        title = f"L{layer + 1} H{head + 1}: previous token {score:.2f}"
-        heatmap(ax, gpt_weights[layer, head], shown_chars, title)
-    fig.suptitle(f"Layer {layer + 1}", fontsize=11)
-    fig.tight_layout()
-    show(
-        fig,
-        f"Attention of the 4 heads of layer {layer + 1} of the character-level GPT "
-        f"on the sentence '{sentence}'. The upper triangles are empty.",
-    )
+    for head in range(4):
+        title = f"L{layer + 1} H{head + 1}\nprev {gpt_previous[layer, head]:.2f}"
+        heatmap(axes[layer, head], gpt_weights[layer, head], None, title)
+fig.tight_layout()
+show(
+    fig,
+    "Attention of the 8 heads of the character-level GPT on the sentence "
+    f"'{sentence}', with their previous-token scores. "
+    "The upper triangles are empty.",
+)
+layer, head = divmod(int(gpt_previous.argmax()), 4)
+fig, ax = plt.subplots(figsize=(WIDTH, 6.2))
+title = f"L{layer + 1} H{head + 1}: previous token {gpt_previous[layer, head]:.2f}"
+heatmap(ax, gpt_weights[layer, head], shown_chars, title, aspect="auto")
+ax.set_ylabel("query")
+ax.set_xlabel("key")
+fig.tight_layout()
+show(
+    fig,
+    f"Head L{layer + 1} H{head + 1} of the character-level GPT on '{sentence}', "
+    "one character per row and column.",
+)
 
 # %% [markdown]
 # Read the table with the pictures; the last lines name, for each kind of key, the
@@ -338,14 +353,14 @@ for layer in range(2):
 labels = ["<pad>", "<pad>", "the", "cat", "sat"]
 both = attention_mask(torch.tensor([3]), len(labels))[0]  # (T, T)
 print(both.int())
-fig, axes = plt.subplots(1, 3, figsize=(8, 2.9))
+fig, axes = plt.subplots(1, 3, figsize=(WIDTH, 3.0))
 panels = {
     "causal": torch.ones(5, 5).tril().bool(),
     "padding": both.new_tensor([[False, False, True, True, True]] * 5),
-    "causal, padding and diagonal": both,
+    "both, with the\ndiagonal kept": both,
 }
-for ax, (title, mask) in zip(axes, panels.items(), strict=True):
-    mask_image(ax, mask, labels, title)  # allowed: filled; blocked: empty
+for n, (ax, (title, mask)) in enumerate(zip(axes, panels.items(), strict=True)):
+    mask_image(ax, mask, labels, title, row_labels=n == 0)  # allowed: filled
     ax.set_xlabel("key")
 axes[0].set_ylabel("query")
 fig.tight_layout()

@@ -27,30 +27,33 @@ COMPACT = {"ensure_ascii": False, "separators": (",", ":")}  # the JSON the buil
 # ------------------------------------------------------------------ figures
 
 
-def heatmap(ax, weights, tokens, title: str) -> None:
+def heatmap(ax, weights, tokens, title: str, aspect: str = "equal") -> None:
     """One head's (T, T) attention weights: row = query, column = key. Masked
     cells stay empty, a line follows the edge of the causal mask; tokens may be
-    None (no tick labels)."""
+    None (no tick labels). All text in the figure's font size (rcParams), which
+    the notebook picks to stay legible on a phone; aspect="auto" lets the cells be
+    taller than wide, room for a label per row."""
     T = weights.size(-1)
     shown = weights.masked_fill(~torch.ones(T, T).tril().bool(), float("nan"))
-    ax.imshow(shown, cmap="viridis", vmin=0, vmax=1, interpolation="nearest")
+    ax.imshow(shown, cmap="viridis", vmin=0, vmax=1, interpolation="nearest", aspect=aspect)
     edge = torch.arange(T + 1) - 0.5
     ax.step(edge, edge, where="post", color=INK, linewidth=0.6)
-    ax.set_title(title, fontsize=9)
+    ax.set_title(title, fontsize="medium")
     if tokens is None:
         ax.set_xticks([])
         ax.set_yticks([])
     else:
-        ax.set_xticks(range(T), tokens, fontsize=7, family="monospace")
-        ax.set_yticks(range(T), tokens, fontsize=7, family="monospace")
+        ax.set_xticks(range(T), tokens, family="monospace")
+        ax.set_yticks(range(T), tokens, family="monospace")
     ax.tick_params(length=0, pad=1)
     for side in ax.spines.values():
         side.set_visible(False)
 
 
-def mask_image(ax, mask, labels: list[str], title: str) -> None:
+def mask_image(ax, mask, labels: list[str], title: str, row_labels: bool = True) -> None:
     """A (T, T) bool attention mask: allowed cells filled, blocked cells left
-    transparent (the page shows through, light or dark), a grid of INK lines."""
+    transparent (the page shows through, light or dark), a grid of INK lines; the
+    rows labelled too unless row_labels is false (a panel beside one that is)."""
     from matplotlib.colors import ListedColormap  # matplotlib only when drawing (lab.style)
 
     T = mask.size(-1)
@@ -59,9 +62,9 @@ def mask_image(ax, mask, labels: list[str], title: str) -> None:
     edges = torch.arange(T + 1) - 0.5
     ax.hlines(edges, -0.5, T - 0.5, color=INK, linewidth=0.5, alpha=0.6)
     ax.vlines(edges, -0.5, T - 0.5, color=INK, linewidth=0.5, alpha=0.6)
-    ax.set_title(title, fontsize=9)
-    ax.set_xticks(range(T), labels, fontsize=7, rotation=90)
-    ax.set_yticks(range(T), labels, fontsize=7)
+    ax.set_title(title, fontsize="medium")
+    ax.set_xticks(range(T), labels, rotation=90)
+    ax.set_yticks(range(T), labels if row_labels else [])
     ax.tick_params(length=0)
     for side in ax.spines.values():
         side.set_visible(False)

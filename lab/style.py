@@ -15,6 +15,7 @@ the same data gives the same bytes and a redraw shows up in git only if it chang
 
 import html
 import io
+import math
 import re
 from pathlib import Path
 
@@ -48,6 +49,21 @@ STYLE = {
 }
 
 
+# A figure inside a page is drawn at its own size (1 pt = 4/3 CSS px) unless the column is
+# narrower: a phone's column, 390 px less Material's two 16 px margins, shrinks it to fit.
+# Its text must still be MIN_TEXT_PX tall there (tests/browser/js/phone-legibility.js).
+PHONE_COLUMN_PX = 358
+MIN_TEXT_PX = 10
+
+
+def legible_font_size(width_in: float) -> float:
+    """The smallest font size (pt, rounded up to a half point, 2 % to spare) whose text is
+    still MIN_TEXT_PX CSS px tall when a figure width_in inches wide is shown in a phone's
+    column: a 5-inch figure, shrunk to 358/480 of its size, needs 10.5 pt."""
+    shrink = min(1.0, PHONE_COLUMN_PX / (96 * width_in))
+    return math.ceil(MIN_TEXT_PX * 0.75 / shrink * 1.02 * 2) / 2
+
+
 def pyplot():
     """matplotlib.pyplot drawing to files only (Agg), in the site's style."""
     # matplotlib is imported on first use: the hooks and the page harness import
@@ -66,7 +82,9 @@ def svg_text(fig) -> str:
     """The figure as SVG text, closed afterwards: same figure, same text."""
     buffer = io.StringIO()
     fig.savefig(buffer, format="svg", metadata={"Date": None})
-    pyplot().close(fig)
+    import matplotlib.pyplot as plt  # not pyplot(): closing must not reset a caller's rcParams
+
+    plt.close(fig)
     return buffer.getvalue()
 
 

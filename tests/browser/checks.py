@@ -14,6 +14,45 @@ from tests.browser import js
 from tests.browser.visit import DESKTOP, PHONE, Visit
 
 AXE = Path(__file__).resolve().parent.parent / "vendor" / "axe-core" / "axe.min.js"
+MIN_TEXT_PX = 10  # figure text on a phone, in CSS px (lab/style.py draws for it)
+
+
+def together(*names: str) -> str:
+    """One page.evaluate() source that runs the functions of several js/ files in turn and
+    returns their results as a list; it takes the list of their arguments. One round trip
+    to the browser instead of one each (on a loaded machine a round trip alone is ~40 ms)."""
+    calls = ", ".join(f"({js(name).strip()})(args[{n}])" for n, name in enumerate(names))
+    return f"(args) => [{calls}]"
+
+
+def copy_room_problems(found: list[dict], width: int) -> list[str]:
+    """copy-room.js's findings as problems: the code lines whose end the copy button covers."""
+    return [
+        f"{b['kind']} {b['n']} at {width} px: the copy button covers the end of line "
+        + ", ".join(f"{line['k']} (...{line['text']!r})" for line in b["lines"][:3])
+        + " (keep the strip under the button free: extra.css)"
+        for b in found
+    ]
+
+
+def legibility_problems(found: dict) -> list[str]:
+    """phone-legibility.js's findings as problems: figure text under MIN_TEXT_PX at phone
+    width, and printed tables whose rows wrap."""
+    at = f"at {PHONE['width']} px"
+    problems = [
+        f"figure {f['what']!r} {at}: {f['under']} of its {f['texts']} texts drawn under "
+        f"{MIN_TEXT_PX} px (smallest {f['smallest']} px: "
+        + ", ".join(f"{s['text']!r} {s['px']} px" for s in f["small"])
+        + "); lab/style.py's legible_font_size() gives the size for a figure's width"
+        for f in found["figures"]
+        if f["under"]
+    ]
+    problems += [
+        f"printed table {t['first']!r} {at}: {t['wrapped']} row(s) wrap onto a second line, "
+        f"e.g. {t['rows'][0]!r}"
+        for t in found["tables"]
+    ]
+    return problems
 
 
 def check_rendered(visit: Visit) -> list[str]:
@@ -150,9 +189,12 @@ def _same_code(a: str, b: str) -> bool:
 def check_copy_buttons(page) -> list[str]:
     """Every code block has a copy button aimed at its own code; the first visible one is
     really clicked and the clipboard must then hold exactly the block's code (blocks in a
-    closed <details> have a button too, but it cannot be clicked)."""
-    problems = []
-    blocks = [b for b in page.evaluate(js("copy-state")) if "mermaid" not in b["lang"]]
+    closed <details> have a button too, but it cannot be clicked). At the current (desktop)
+    width, the button covers the end of no code line (copy-room.js; check_phone_fit looks at
+    a phone's width)."""
+    state, covered = page.evaluate(together("copy-state", "copy-room"), [None, None])
+    problems = copy_room_problems(covered, page.viewport_size["width"])
+    blocks = [b for b in state if "mermaid" not in b["lang"]]
     for b in blocks:
         if not b["button"]:
             problems.append(f"code block {b['n']} ({b['lang']}): no copy button")
@@ -354,18 +396,23 @@ def screenshot(page, path: Path, full_page: bool = True) -> list[str]:
 
 def check_phone_fit(page) -> list[str]:
     """At a phone's 390 px nothing makes the page scroll sideways (a wide formula, table or
-    code block scrolls inside its own box instead)."""
+    code block scrolls inside its own box instead); figure text is at least MIN_TEXT_PX and
+    no printed table's rows wrap (phone-legibility.js); the copy button covers the end of no
+    code line (copy-room.js). All measured in one round trip, in the one resize."""
     page.set_viewport_size(PHONE)
     try:
-        s = page.evaluate(js("phone-overflow"))
+        s, legibility, covered = page.evaluate(
+            together("phone-overflow", "phone-legibility", "copy-room"), [None, MIN_TEXT_PX, None]
+        )
     finally:
         page.set_viewport_size(DESKTOP)
+    problems = legibility_problems(legibility) + copy_room_problems(covered, PHONE["width"])
     if s["scroll"] <= s["width"]:
-        return []
+        return problems
     return [
         f"at {PHONE['width']} px the page is {s['scroll']} px wide and scrolls sideways: "
         + ", ".join(s["culprits"] or ["no single element found"])
-    ]
+    ] + problems
 
 
 def check_wide_formulas(page) -> list[str]:

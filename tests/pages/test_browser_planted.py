@@ -233,3 +233,30 @@ def test_planted_formula_without_scroll_shadow_is_caught(planted):
     assert not bc.check_phone_fit(page)  # it scrolls inside its own box...
     problems = bc.check_wide_formulas(page)  # ...but does not show that it does
     assert len(problems) == 1 and "without a scroll shadow" in problems[0], problems
+
+
+def test_planted_copy_button_over_code_is_caught(planted):
+    """A block without the strip under the copy button: its first line's end lies under the
+    button, at desktop width (check_copy_buttons) and at phone width (check_phone_fit)."""
+    page = planted("copy-covers-code").page
+    problems = bc.check_copy_buttons(page)
+    assert len(problems) == 1, problems
+    assert (
+        problems[0].startswith(
+            "code block 0 at 1280 px: the copy button covers the end of line 1 ("
+        )
+        and "eighth_term + last'" in problems[0]
+    ), problems
+    problems = bc.check_phone_fit(page)
+    assert len(problems) == 1 and problems[0].startswith("code block 0 at 390 px"), problems
+
+
+def test_planted_small_figure_text_and_wrapping_table_are_caught(planted):
+    """A figure whose text a phone shrinks to 5.4 px, and a printed table whose 3 rows wrap."""
+    problems = bc.check_phone_fit(planted("small-figure-text").page)
+    assert len(problems) == 2, problems
+    assert problems[0].startswith(
+        "figure 'a small-print line' at 390 px: 2 of its 2 texts drawn under 10 px (smallest 5.4 px"
+    ), problems
+    assert problems[1].startswith("printed table 'layer head"), problems
+    assert "3 row(s) wrap onto a second line" in problems[1], problems

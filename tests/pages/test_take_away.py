@@ -20,6 +20,23 @@ def test_the_install_line_names_the_repository_of_mkdocs_yml():
         assert line in (ROOT / path).read_text(encoding="utf-8"), path
 
 
+PLACEHOLDER = "https://github.com/attention-guide/attention-guide"
+
+
+def test_a_placeholder_address_is_called_one_and_where_to_change_it_is_said():
+    """While repo_url is the placeholder, the README and the home page say so beside the
+    install line, and the contributing page names the three places to change."""
+    placeholder = _repo_url() == PLACEHOLDER
+    for path in ("README.md", "docs/index.md"):
+        text = (ROOT / path).read_text(encoding="utf-8")
+        assert ("That address is a placeholder" in text) == placeholder, path
+    if not placeholder:
+        return  # published: the contributing page's paragraph is then to be rewritten
+    contributing = (ROOT / "docs" / "contributing.md").read_text(encoding="utf-8")
+    for place in ("`repo_url` in `mkdocs.yml`", "`README.md`", "`docs/index.md`", PLACEHOLDER):
+        assert place in contributing, place
+
+
 def test_edit_links_point_into_the_repository():
     config = yaml.safe_load(
         re.sub(r"!!python/name:\S+|!ENV|!relative", "", (ROOT / "mkdocs.yml").read_text())
