@@ -59,7 +59,7 @@ class SiteBrowser:
         self.context = browser.new_context(
             viewport=DESKTOP, color_scheme="light", reduced_motion="reduce"
         )
-        self.context.set_default_timeout(5000)  # a click that cannot happen fails fast
+        self.context.set_default_timeout(15_000)  # a click that cannot happen fails, even loaded
         self.context.grant_permissions(
             ["clipboard-read", "clipboard-write"], origin=origin.rstrip("/")
         )

@@ -148,7 +148,9 @@ def test_gpt_layer_types_place_gated_deltanet_blocks():
     assert all(p.grad is not None for p in model.blocks[0].attn.parameters())
     small = dataclasses.replace(config, linear_state=(2, 4))  # 2 heads of a 4 x 4 state
     model = GPT(small)
-    assert [(b.attn.n_head, b.attn.head_k, b.attn.head_v) for b in model.blocks[2:]] == [(2, 4, 4)] * 2
+    assert [(b.attn.n_head, b.attn.head_k, b.attn.head_v) for b in model.blocks[2:]] == [
+        (2, 4, 4)
+    ] * 2
     assert parameter_count(small) == sum(p.numel() for p in model.parameters())
     for bad in ((2,), (2, 0), (2.0, 4)):
         with pytest.raises(ValueError, match=r"linear_state .* must be \(heads, D\)"):
