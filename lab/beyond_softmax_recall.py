@@ -6,10 +6,11 @@
 Three GPTs of four blocks, the same but for their token mixers: every block softmax
 attention (ALiBi); every block Gated DeltaNet, each with a small fixed state (2 heads of
 4 x 4 numbers); and Qwen3-Next's pattern, three Gated DeltaNet blocks then one softmax
-block. Each is trained once (lab/mqar_train.py) on multi-query associative recall
-(MQAR: pairs "key value", later pairs repeat an earlier key, whose value must be
-recalled) with rows of 2 .. 8 distinct keys, then scored at fixed numbers of pairs:
-the share of repeated keys whose value the model's top guess gets right.
+block (lab/mqar.py's BLOCKS). Each is trained once by lab/mqar.py's recipe on
+multi-query associative recall (MQAR: pairs "key value", later pairs repeat an earlier
+key, whose value must be recalled) with rows of 1 .. 12 distinct keys, then scored at
+fixed numbers of pairs: the share of repeated keys whose value the model's top guess
+gets right.
 
 Arora et al. 2023 (Zoology, arXiv:2312.04927) predict the outcome: a model whose
 memory of the past is a fixed-size state recalls fewer of the pairs as their number
@@ -20,7 +21,6 @@ not; one attention layer among the recurrent ones recovers most of the gap.
 data/trained/; trained on a miss, minutes), on fewer rows: the sign of the effect.
 """
 
-import dataclasses
 import multiprocessing
 import statistics
 import time
@@ -29,33 +29,33 @@ import torch
 
 from lab.common import RESULTS_DIR, note_load_after, result_header
 from lab.experiment import progress
-from lab.mqar_train import VARIANTS, RecallConfig, recall_at
+from lab.mqar import BLOCKS, blocks_run, recall
 from snippets.linear_attention import gated_delta_recurrent
 
 RECALL_FILE = RESULTS_DIR / "beyond-softmax-recall.json"
 RECALL_FIGURE = RESULTS_DIR / "beyond-softmax-recall.svg"
-SCHEMA = "attention-guide/beyond-softmax-recall/2"
+SCHEMA = "attention-guide/beyond-softmax-recall/3"
+VARIANTS = tuple(BLOCKS)
 LABELS = {"softmax": "softmax only", "linear": "Gated DeltaNet only", "hybrid": "hybrid 3:1"}
-FULL = {"seeds": 3, "eval_pairs": [2, 4, 6, 8], "eval_rows": 256, "workers": 2}
-QUICK = {"seeds": 1, "eval_pairs": [2, 8], "eval_rows": 64, "workers": 1}
+FULL = {"seeds": 3, "eval_pairs": [2, 4, 6, 8, 10, 12], "eval_rows": 256, "workers": 1}
+QUICK = {"seeds": 1, "eval_pairs": [2, 12], "eval_rows": 64, "workers": 1}
 
 
 def one_run(job: tuple) -> dict:
     """Train (or load) one (variant, seed) and score it: {pairs: recall}."""
-    from lab.model_cache import trained_recall  # the cache imports lab.mqar_train only
+    from lab.model_cache import trained_mqar  # the cache imports lab.mqar, not this
 
     settings, variant, seed = job
     torch.set_num_threads(1)
     start = time.process_time()
-    config = RecallConfig(variant=variant, seed=seed)
-    model, losses = trained_recall(config)
+    run = blocks_run(variant, seed)
+    model, losses = trained_mqar(run)
     scores = {
-        p: round(recall_at(model, config, p, settings["eval_rows"]), 4)
-        for p in settings["eval_pairs"]
+        p: round(recall(model, run, p, settings["eval_rows"]), 4) for p in settings["eval_pairs"]
     }
     progress(f"{variant} seed {seed}: {scores} ({time.process_time() - start:.0f} CPU s)")
     seconds = round(time.process_time() - start, 1)
-    return {"recall": scores, "final_loss": statistics.mean(losses[-20:]), "cpu_s": seconds}
+    return {"recall": scores, "final_loss": losses[-1], "cpu_s": seconds}
 
 
 def run(settings: dict, command: str) -> dict:
@@ -69,9 +69,8 @@ def run(settings: dict, command: str) -> dict:
     results = {}
     for variant in VARIANTS:
         mine = [r for (_, v, _), r in zip(jobs, runs, strict=True) if v == variant]
-        config = RecallConfig(variant=variant).gpt_config()
         results[variant] = {
-            "layer_types": list(config.layer_types or ("softmax",) * 4),
+            "layer_types": list(BLOCKS[variant]),
             "recall": {str(p): [r["recall"][p] for r in mine] for p in settings["eval_pairs"]},
             "final_loss": [round(r["final_loss"], 4) for r in mine],
             "cpu_seconds": [r["cpu_s"] for r in mine],  # to train (unless cached) and score
@@ -80,7 +79,8 @@ def run(settings: dict, command: str) -> dict:
     return {
         **header,
         "settings": settings,
-        "training": dataclasses.asdict(RecallConfig()),
+        # lab/mqar.py's recipe; linear_state: (heads, D) of every Gated DeltaNet block
+        "training": {k: v for k, v in blocks_run("hybrid").recipe().items() if k != "layer_types"},
         "variants": results,
     }
 

@@ -134,7 +134,7 @@ def run(settings: dict, header: dict, quick: bool) -> dict:
     return {
         **header,
         "settings": settings,
-        "run": {k: v for k, v in vars(BASE).items() if k not in ("attention", "seed")},
+        "run": BASE.recipe(),
         "chance": round(1 / BASE.n_values, 4),
         "wall_seconds": round(time.perf_counter() - started, 1),
         "variants": variants,

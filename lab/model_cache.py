@@ -4,13 +4,13 @@
 
 Small models are trained (each in seconds to two minutes on a CPU): the attention-only
 model of snippets/induction.py on repeated tokens, the GPT of snippets/char_gpt.py on
-the guide's text, lab/mqar.py's seed-0 MHA and MQA GPTs on MQAR (for the kv-heads
-page's sign check), and lab/mqar_train.py's softmax, linear-only and hybrid GPTs on
-MQAR (a file per variant and seed; seed 0 of each committed, for the beyond-softmax
-page's). A trained model is kept in .cache/trained/, under a key made from
-its configuration and from every file its training reads (the project's modules
-this one imports, and data/), so the site build, the notebook and the tests share
-one training per version of the code, and an edit to any of that code trains anew.
+the guide's text, and lab/mqar.py's GPTs on MQAR: the seed-0 MHA and MQA ones (for
+the kv-heads page's sign check) and the softmax-only, linear-only and hybrid ones (a
+file per variant and seed; seed 0 of each committed, for the beyond-softmax page's).
+A trained model is kept in .cache/trained/, under a key made from its configuration
+and from every file its training reads (the project's modules this one imports, and
+data/), so the site build, the notebook and the tests share one training per version
+of the code, and an edit to any of that code trains anew.
 The same files, committed in data/trained/, spare a fresh clone (CI) the training.
 Shape letters: B batch, T sequence length, L layers, H heads.
 """
@@ -23,9 +23,7 @@ import torch
 
 from lab.common import atomic_write
 from lab.fingerprint import code_fingerprint
-from lab.mqar import CACHED, MqarRun, run_of, train_mqar
-from lab.mqar_train import VARIANTS, RecallConfig, train_recall
-from lab.mqar_train import build as build_recall
+from lab.mqar import BLOCKS_CACHED, CACHED, MqarRun, blocks_run, build, run_of, train_mqar
 from lab.paths import CACHE, ROOT
 from snippets.char_gpt import CharGPTConfig, train_char_gpt
 from snippets.corpus import guide_text
@@ -95,14 +93,17 @@ def trained_char_gpt(
 
 
 def mqar_name(run: MqarRun) -> str:
-    """The cache's name of an MQAR model: one per attention and seed."""
+    """The cache's name of an MQAR model: one per attention, blocks and seed. The
+    blocks by their first letters (linear, softmax): "llls" is the hybrid."""
     label = "-".join(f"{k}-{v}" for k, v in run.attention) or "mha"
+    if run.layer_types is not None:
+        label += "-" + "".join(kind[0] for kind in run.layer_types)
     return f"mqar-{label}-seed{run.seed}".replace("_", "-")
 
 
 def trained_mqar(run: MqarRun) -> tuple[GPT, list[float]]:
     """lab.mqar.train_mqar(run), trained once per version of the code."""
-    return _cached(mqar_name(run), run, lambda r: GPT(r.model_config()), train_mqar)
+    return _cached(mqar_name(run), run, build, train_mqar)
 
 
 def committed_runs() -> dict[str, object]:
@@ -110,15 +111,9 @@ def committed_runs() -> dict[str, object]:
     runs = {"induction": InductionConfig(), "char-gpt": CharGPTConfig()}
     for variant in CACHED:
         runs[mqar_name(run_of(variant))] = run_of(variant)
-    for variant in VARIANTS:
-        runs[f"recall-{variant}-seed0"] = RecallConfig(variant=variant)
+    for variant in BLOCKS_CACHED:
+        runs[mqar_name(blocks_run(variant))] = blocks_run(variant)
     return runs
-
-
-def trained_recall(config: RecallConfig) -> tuple[GPT, list[float]]:
-    """lab.mqar_train.train_recall(config), trained once per version of the code."""
-    name = f"recall-{config.variant}-seed{config.seed}"
-    return _cached(name, config, build_recall, train_recall)
 
 
 def commit_trained() -> list[Path]:
@@ -130,8 +125,6 @@ def commit_trained() -> list[Path]:
     for name, run in runs.items():
         if name.startswith("mqar-"):
             trained_mqar(run)
-        if name.startswith("recall-"):
-            trained_recall(run)
     COMMITTED.mkdir(parents=True, exist_ok=True)
     written = []
     for name, config in runs.items():

@@ -1,13 +1,18 @@
 """Training a small GPT on multi-query associative recall (MQAR), and scoring its recall.
 
-The recipe that trains at this size (2 layers, one CPU thread, about a minute a
+The one MQAR recipe of the guide's experiments (lab/kv_heads_recall.py: key/value
+heads; lab/beyond_softmax_recall.py: softmax, Gated DeltaNet and hybrid blocks), and
+the one the trained-model cache (lab/model_cache.py) trains its MQAR models with.
+
+The recipe that trains at this size (2 to 4 layers, one CPU thread, about a minute a
 model): rows of snippets.tasks.mqar with a number of pairs drawn per row, so one
 model is trained once and scored at each number of pairs; the loss only on keys
 seen before in the row (a first occurrence's value is a coin toss, nothing to
 learn); ALiBi positions, with which the previous-token head that MQAR needs forms
 in a few hundred steps (with a learned position table the same model stayed at
 about 1 / pairs for 1,000 steps); AdamW at 3e-3 with a warm-up and a cosine decay;
-a batch of 64 rows.
+a batch of 64 rows. No curriculum: with rows replaying their pairs in order first
+(snippets.tasks.mqar's in_order), 4-layer ALiBi softmax GPTs stayed at 1 / pairs.
 
 Recall at N pairs: on fresh rows with exactly N distinct keys, the share of
 repeated keys whose value is the model's top guess.
@@ -18,6 +23,7 @@ import math
 
 import torch
 
+from snippets.linear_attention import GatedDeltaNet
 from snippets.model import GPT, GPTConfig
 from snippets.tasks import IGNORE, mqar
 
@@ -28,6 +34,8 @@ class MqarRun:
 
     attention: {} for MHA, {"n_kv_head": G} for GQA/MQA, {"attention": "mla",
     "kv_latent": R} for MLA (a tuple of items, so that the run is hashable).
+    layer_types, linear_state: GPTConfig's (which blocks are Gated DeltaNet, and
+    the (heads, D) of their state); None: every block softmax attention.
     """
 
     attention: tuple = ()
@@ -44,6 +52,8 @@ class MqarRun:
     batch: int = 64
     lr: float = 3e-3
     warmup: int = 100
+    layer_types: tuple[str, ...] | None = None
+    linear_state: tuple[int, int] | None = None
 
     def model_config(self) -> GPTConfig:
         return GPTConfig(
@@ -52,9 +62,29 @@ class MqarRun:
             n_embed=self.n_embed,
             n_head=self.n_head,
             n_layer=self.n_layer,
-            position="alibi",
+            position="alibi",  # of the softmax blocks (the linear ones have none)
+            layer_types=self.layer_types,
+            linear_state=self.linear_state,
             **dict(self.attention),
         )
+
+    def recipe(self) -> dict:
+        """The run's task, sizes and recipe, as a result file records them: every
+        field but the attention and the seed, and the block fields only when set."""
+        skip = {"attention", "seed"}
+        skip |= {k for k in ("layer_types", "linear_state") if getattr(self, k) is None}
+        return {k: v for k, v in dataclasses.asdict(self).items() if k not in skip}
+
+
+def build(run: MqarRun) -> GPT:
+    """GPT(run.model_config()), its Gated DeltaNet blocks (if any) in chunks of 16
+    positions: the same function as the default 64 (tests/snippets/
+    test_linear_attention.py), and at T = 32 not padded to twice its length."""
+    model = GPT(run.model_config())
+    for block in model.blocks:
+        if isinstance(block.attn, GatedDeltaNet):
+            block.attn.chunk_size = 16
+    return model
 
 
 def repeated_keys(tokens: torch.Tensor) -> torch.Tensor:
@@ -79,7 +109,7 @@ def lr_at(run: MqarRun, step: int) -> float:
 def train_mqar(run: MqarRun) -> tuple[GPT, list[float]]:
     """Train run's model; return it (in eval mode) and its loss every 50 steps."""
     torch.manual_seed(run.seed)
-    model = GPT(run.model_config())
+    model = build(run)
     optimizer = torch.optim.AdamW(
         model.parameters(), lr=run.lr, betas=(0.9, 0.98), weight_decay=0.0
     )
@@ -128,3 +158,28 @@ def recall(model: GPT, run: MqarRun, pairs: int, rows: int) -> float:
     logits, _ = model(tokens)
     asked = repeated_keys(tokens)
     return (logits.argmax(-1) == targets)[asked].float().mean().item()
+
+
+# The beyond-softmax page's three GPTs (lab/beyond_softmax_recall.py): the same four
+# blocks but for their token mixers; every Gated DeltaNet block keeps a state of
+# LINEAR_STATE = (heads, D): heads x D x D numbers, whatever the length.
+BLOCKS = {
+    "softmax": ("softmax",) * 4,
+    "linear": ("linear",) * 4,
+    "hybrid": ("linear", "linear", "linear", "softmax"),  # Qwen3-Next's 3 : 1
+}
+LINEAR_STATE = (2, 4)
+BLOCKS_CACHED = tuple(BLOCKS)  # seed 0 of each is in lab/model_cache.py
+
+
+def blocks_run(variant: str, seed: int = 0) -> MqarRun:
+    """The full run of a variant of BLOCKS."""
+    if variant not in BLOCKS:
+        raise ValueError(f"variant ({variant!r}) must be one of {list(BLOCKS)}")
+    types = BLOCKS[variant]
+    return MqarRun(
+        seed=seed,
+        n_layer=len(types),
+        layer_types=types,
+        linear_state=LINEAR_STATE if "linear" in types else None,
+    )

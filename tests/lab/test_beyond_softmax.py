@@ -26,11 +26,11 @@ def means(data: dict, pairs: int) -> dict:
 def test_recall_quick_shows_the_sign_from_the_committed_models(tmp_path, monkeypatch):
     def no_training(config):
         raise AssertionError(
-            f"trained {config.variant}: data/trained/ has no model of this code; "
+            f"trained {models.mqar_name(config)}: data/trained/ has no model of this code; "
             "run `python -m lab.model_cache --commit-trained`"
         )
 
-    monkeypatch.setattr(models, "train_recall", no_training)
+    monkeypatch.setattr(models, "train_mqar", no_training)
     out = tmp_path / "recall.json"
     assert bs.main(["recall", "--quick", "--out", str(out)]) == 0
     data = json.loads(out.read_text())

@@ -60,9 +60,7 @@ def test_committed_result_is_the_full_run():
     assert data["settings"] == experiment.FULL and data["settings"]["seeds"] >= 3
     m = data["machine"]
     assert m["cpu_model"] and m["torch"] and "load_1min_after" in m
-    assert data["run"] == {
-        k: v for k, v in vars(MqarRun()).items() if k not in ("attention", "seed")
-    }
+    assert data["run"] == MqarRun().recipe()
     assert list(data["variants"]) == list(VARIANTS)
     pairs = [str(p) for p in data["settings"]["eval_pairs"]]
     for r in data["variants"].values():
