@@ -160,16 +160,21 @@ def recall(model: GPT, run: MqarRun, pairs: int, rows: int) -> float:
     return (logits.argmax(-1) == targets)[asked].float().mean().item()
 
 
-# The beyond-softmax page's three GPTs (lab/beyond_softmax_recall.py): the same four
-# blocks but for their token mixers; every Gated DeltaNet block keeps a state of
-# LINEAR_STATE = (heads, D): heads x D x D numbers, whatever the length.
+# The beyond-softmax page's GPTs (lab/beyond_softmax_recall.py), in two families that
+# differ only in their token mixers: 2 blocks (softmax-only is lab.mqar's MHA run
+# above; the hybrid 1 : 1) and 4 blocks (the hybrid Qwen3-Next's 3 : 1). Every Gated
+# DeltaNet block keeps a state of LINEAR_STATE = (heads, D): heads x D x D numbers,
+# whatever the length. None: every block softmax, the blocks of MqarRun().
 BLOCKS = {
-    "softmax": ("softmax",) * 4,
-    "linear": ("linear",) * 4,
-    "hybrid": ("linear", "linear", "linear", "softmax"),  # Qwen3-Next's 3 : 1
+    "softmax": None,
+    "linear": ("linear",) * 2,
+    "hybrid": ("linear", "softmax"),
+    "softmax-4": ("softmax",) * 4,
+    "linear-4": ("linear",) * 4,
+    "hybrid-4": ("linear", "linear", "linear", "softmax"),  # Qwen3-Next's 3 : 1
 }
 LINEAR_STATE = (2, 4)
-BLOCKS_CACHED = tuple(BLOCKS)  # seed 0 of each is in lab/model_cache.py
+BLOCKS_CACHED = ("softmax", "linear", "hybrid")  # seed 0 of each is in lab/model_cache.py
 
 
 def blocks_run(variant: str, seed: int = 0) -> MqarRun:
@@ -177,6 +182,8 @@ def blocks_run(variant: str, seed: int = 0) -> MqarRun:
     if variant not in BLOCKS:
         raise ValueError(f"variant ({variant!r}) must be one of {list(BLOCKS)}")
     types = BLOCKS[variant]
+    if types is None:
+        return MqarRun(seed=seed)
     return MqarRun(
         seed=seed,
         n_layer=len(types),
