@@ -15,6 +15,7 @@ from tests.browser.visit import DESKTOP, PHONE, Visit
 
 AXE = Path(__file__).resolve().parent.parent / "vendor" / "axe-core" / "axe.min.js"
 MIN_TEXT_PX = 10  # figure text on a phone, in CSS px (lab/style.py draws for it)
+CODE_TOKENS = ".highlight code span"  # the spans a code block's highlighting colours
 
 
 def together(*names: str) -> str:
@@ -225,6 +226,12 @@ def run_axe(page, rules: list[str] | None = None, allow=()) -> list[dict]:
     """axe-core's violations on the page (injected from the vendored file, not a CDN)."""
     if not page.evaluate("() => typeof window.axe !== 'undefined'"):
         page.add_script_tag(path=str(AXE))
+        # Highlighted code's tokens are check_code_contrast's: there one measurement per
+        # distinct colour pair, here a third of axe's time on a page of code.
+        page.evaluate(
+            "(selector) => axe.configure({rules: [{id: 'color-contrast', selector}]})",
+            f"*:not({CODE_TOKENS})",
+        )
     options = {"resultTypes": ["violations"], "elementRef": True}
     if rules:
         options["runOnly"] = {"type": "rule", "values": rules}
@@ -260,6 +267,17 @@ def check_math_contrast(page, minimum: float = 4.5) -> list[str]:
         f"formula {r['text']!r} in scheme {s['scheme']}: contrast {r['ratio']:.2f} < {minimum} "
         f"(color {r['color']})"
         for r in low[:5]
+    ]
+
+
+def check_code_contrast(page, minimum: float = 4.5) -> list[str]:
+    """Every colour of highlighted code reaches ``minimum`` (WCAG AA) on its background."""
+    s = page.evaluate(js("code-contrast"), CODE_TOKENS)
+    return [
+        f"code token {p['token'] or '(no class)'} {p['text']!r} in scheme {s['scheme']}: "
+        f"contrast {p['ratio']:.2f} < {minimum} (color {p['color']}, {p['count']} token(s))"
+        for p in s["pairs"]
+        if p["ratio"] < minimum
     ]
 
 
@@ -370,14 +388,13 @@ def check_search(page, query: str, expect_path: str) -> list[str]:
     return []
 
 
-def screenshot(page, path: Path, full_page: bool = True) -> list[str]:
+def screenshot(page, path: Path, full_page: bool = False) -> list[str]:
     """Screenshots at desktop and at phone width: ``path`` + -desktop/-phone.jpg.
 
-    The desktop one covers the whole page when ``full_page``; the phone one shows the first
-    screen, what a phone reader sees on arrival. A full-page shot of a long page at phone
-    width costs seconds each (it re-lays out thousands of pixels of math), and the layout
-    below the fold is the desktop one reflowed. JPEG (quality 85): half the time of a PNG,
-    and these are for people to look at, not for pixel comparison.
+    Each shows the first screen, what a reader sees on arrival; the desktop one covers the
+    whole page when ``full_page``. These are for people to look at, not a check: a whole
+    long page costs the browser about 2 s of CPU, a first screen a tenth of that. JPEG
+    (quality 85): half the time of a PNG.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     for name, size, whole in (("desktop", DESKTOP, full_page), ("phone", PHONE, False)):

@@ -50,6 +50,9 @@ PLANTED = ROOT / "tests" / "browser" / "planted"
 # GUIDE_BROWSER_VISITORS=1 visits one page at a time.
 VISITORS = int(os.environ.get("GUIDE_BROWSER_VISITORS", "2"))
 VISIT_LIMIT_S = 120  # a visitor on one page this long is stuck: that page is redone
+# Each page's light desktop screenshot is its first screen; GUIDE_FULL_SCREENSHOTS=1 takes
+# the whole page instead (for reviewing a page's layout from the artifacts).
+FULL_SCREENSHOTS = os.environ.get("GUIDE_FULL_SCREENSHOTS") == "1"
 
 
 # ----------------------------------------------------------------------------- fixtures
@@ -117,19 +120,20 @@ def inspect_page(tab: bv.SiteBrowser, server: bs.SiteServer, url: str) -> dict:
     results.run("copy", bc.check_copy_buttons, page)
     results.run("axe", lambda: bc.check_accessibility(page)["problems"])
     results.run("contrast", bc.check_math_contrast, page)
+    results.run("contrast", bc.check_code_contrast, page)
     results.run("figures", bc.check_figures, page)
     results.run("phone", bc.check_phone_fit, page)
     results.run("phone", bc.check_wide_formulas, page)
-    results.run("screenshots", bc.screenshot, page, SCREENSHOTS / f"{slug}-light")
+    results.run("screenshots", bc.screenshot, page, SCREENSHOTS / f"{slug}-light", FULL_SCREENSHOTS)
     # Dark: the toggle, the math's and figures' contrast there, the screenshots; then light.
     # A page with neither math nor a figure (the API reference, the 404 page) has nothing for
     # that pass to check: it is left out there, and the toggle is tried on every other page.
     has_figures = bool(page.evaluate(js("figures")))
     if (math["formulas"] or has_figures) and not results.run("palette", bc.toggle_palette, page):
         results.run("contrast", bc.check_math_contrast, page)
+        results.run("contrast", bc.check_code_contrast, page)
         results.run("figures", bc.check_figures, page)
-        # The first screen is enough to see the dark palette; light has the full page.
-        results.run("screenshots", bc.screenshot, page, SCREENSHOTS / f"{slug}-dark", False)
+        results.run("screenshots", bc.screenshot, page, SCREENSHOTS / f"{slug}-dark")
         results.run("palette", bc.toggle_palette, page)
     if bc.scheme(page) != "default":  # whatever happened, the next page starts light
         page.evaluate("() => localStorage.clear()")

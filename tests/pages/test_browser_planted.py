@@ -121,6 +121,7 @@ def test_planted_clean_page_passes_every_check(planted, site_server):
         + bc.check_diagrams(page)
         + bc.check_links(page, site_server.base)
         + bc.check_copy_buttons(page)
+        + bc.check_code_contrast(page)
         + bc.check_figures(page)
         + bc.check_phone_fit(page)
         + bc.check_wide_formulas(page)
@@ -128,6 +129,7 @@ def test_planted_clean_page_passes_every_check(planted, site_server):
     )
     assert not bc.toggle_palette(page)
     problems += bc.check_figures(page) + bc.check_math_contrast(page)
+    problems += bc.check_code_contrast(page)
     assert not bc.toggle_palette(page)
     assert not problems
     assert bc.math_state(page)["formulas"] == 2
@@ -181,6 +183,17 @@ def test_planted_faint_formula_is_caught(planted):
     assert not bc.check_math(visit.page)  # typeset, with glyphs...
     problems = bc.check_math_contrast(visit.page)  # ...but not legible
     assert len(problems) == 1 and "contrast 1.2" in problems[0], problems
+
+
+def test_planted_faint_text_and_code_are_caught(planted):
+    """axe finds the faint prose and leaves the code's faint token to check_code_contrast."""
+    page = planted("faint-text").page
+    problems = bc.check_accessibility(page)["problems"]
+    assert len(problems) == 1, problems
+    assert problems[0].startswith("axe color-contrast") and "planted-faint" in problems[0]
+    problems = bc.check_code_contrast(page)
+    assert len(problems) == 1, problems
+    assert problems[0].startswith("code token mi '12' in scheme default: contrast 1."), problems
 
 
 def test_planted_squashed_formula_is_caught(planted):
