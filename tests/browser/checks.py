@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import time
 import urllib.error
@@ -16,6 +17,25 @@ from tests.browser.visit import DESKTOP, PHONE, Visit
 AXE = Path(__file__).resolve().parent.parent / "vendor" / "axe-core" / "axe.min.js"
 MIN_TEXT_PX = 10  # figure text on a phone, in CSS px (lab/style.py draws for it)
 CODE_TOKENS = ".highlight code span"  # the spans a code block's highlighting colours
+
+
+WIDTHS = {"desktop": DESKTOP, "phone": PHONE}
+
+
+@contextlib.contextmanager
+def viewport(page, size: dict):
+    """The page at ``size`` inside the block, and back at its size before it after. A resize
+    lays the whole page out again (about 0.3 s of the browser's CPU on a long page), so none
+    is made when the page is at that size already: checks inside one phone-width block share
+    one resize."""
+    before = page.viewport_size
+    if before != size:
+        page.set_viewport_size(size)
+    try:
+        yield
+    finally:
+        if page.viewport_size != before:
+            page.set_viewport_size(before)
 
 
 def together(*names: str) -> str:
@@ -93,17 +113,17 @@ def check_math(page) -> list[str]:
 
 # Each SVG formula drawn at the size MathJax gave it (its width and height attributes, in ex
 # of the text around it): a stylesheet that caps SVG sizes can shrink a formula to nothing.
-def check_formula_sizes(page) -> list[str]:
-    """Every formula drawn at MathJax's size (within 25%), at desktop and at phone width."""
+def check_formula_sizes(page, widths=("desktop", "phone")) -> list[str]:
+    """Every formula drawn at MathJax's size (within 25%), at each of ``widths``."""
     problems = []
-    for name, size in (("desktop", DESKTOP), ("phone", PHONE)):
-        page.set_viewport_size(size)
-        for f in page.evaluate(js("formula-sizes"))[:5]:
-            problems.append(
-                f"formula {f['text']!r} at {name} width drawn {f['got'][0]}x{f['got'][1]} px, "
-                f"not MathJax's {f['want'][0]}x{f['want'][1]}"
-            )
-    page.set_viewport_size(DESKTOP)
+    for name in widths:
+        with viewport(page, WIDTHS[name]):
+            found = page.evaluate(js("formula-sizes"))[:5]
+        problems += [
+            f"formula {f['text']!r} at {name} width drawn {f['got'][0]}x{f['got'][1]} px, "
+            f"not MathJax's {f['want'][0]}x{f['want'][1]}"
+            for f in found
+        ]
     return problems
 
 
@@ -388,8 +408,8 @@ def check_search(page, query: str, expect_path: str) -> list[str]:
     return []
 
 
-def screenshot(page, path: Path, full_page: bool = False) -> list[str]:
-    """Screenshots at desktop and at phone width: ``path`` + -desktop/-phone.jpg.
+def screenshot(page, path: Path, full_page: bool = False, widths=("desktop", "phone")) -> list[str]:
+    """Screenshots at each of ``widths``: ``path`` + -desktop/-phone.jpg.
 
     Each shows the first screen, what a reader sees on arrival; the desktop one covers the
     whole page when ``full_page``. These are for people to look at, not a check: a whole
@@ -397,17 +417,16 @@ def screenshot(page, path: Path, full_page: bool = False) -> list[str]:
     (quality 85): half the time of a PNG.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
-    for name, size, whole in (("desktop", DESKTOP, full_page), ("phone", PHONE, False)):
-        page.set_viewport_size(size)
-        page.evaluate("() => window.scrollTo(0, 0)")  # else the sticky header is mid-page
-        page.screenshot(
-            path=str(path.with_name(f"{path.name}-{name}.jpg")),
-            full_page=whole,
-            type="jpeg",
-            quality=85,
-            timeout=30_000,  # a whole long page on a loaded machine takes more than 5 s
-        )
-    page.set_viewport_size(DESKTOP)
+    for name in widths:
+        with viewport(page, WIDTHS[name]):
+            page.evaluate("() => window.scrollTo(0, 0)")  # else the sticky header is mid-page
+            page.screenshot(
+                path=str(path.with_name(f"{path.name}-{name}.jpg")),
+                full_page=full_page and name == "desktop",
+                type="jpeg",
+                quality=85,
+                timeout=30_000,  # a whole long page on a loaded machine takes more than 5 s
+            )
     return []
 
 
@@ -416,13 +435,10 @@ def check_phone_fit(page) -> list[str]:
     code block scrolls inside its own box instead); figure text is at least MIN_TEXT_PX and
     no printed table's rows wrap (phone-legibility.js); the copy button covers the end of no
     code line (copy-room.js). All measured in one round trip, in the one resize."""
-    page.set_viewport_size(PHONE)
-    try:
+    with viewport(page, PHONE):
         s, legibility, covered = page.evaluate(
             together("phone-overflow", "phone-legibility", "copy-room"), [None, MIN_TEXT_PX, None]
         )
-    finally:
-        page.set_viewport_size(DESKTOP)
     problems = legibility_problems(legibility) + copy_room_problems(covered, PHONE["width"])
     if s["scroll"] <= s["width"]:
         return problems
@@ -435,11 +451,8 @@ def check_phone_fit(page) -> list[str]:
 def check_wide_formulas(page) -> list[str]:
     """At a phone's width, each display formula wider than the column shows that it scrolls
     (a scroll shadow, extra.css) and can be scrolled from the keyboard."""
-    page.set_viewport_size(PHONE)
-    try:
+    with viewport(page, PHONE):
         wide = page.evaluate(js("wide-formulas"))
-    finally:
-        page.set_viewport_size(DESKTOP)
     return [
         f"formula {w['text']!r} scrolls at {PHONE['width']} px without "
         + " or ".join(

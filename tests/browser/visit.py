@@ -4,6 +4,7 @@ shifts and how long each diagram took once scrolled to."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 import time
 import urllib.parse
@@ -19,6 +20,7 @@ RENDER_TIMEOUT_MS = 20_000
 STEP_MS = 300
 NO_DIAGRAM_STEP_MS = 50
 QUIET_S = 0.3  # no new request for this long: the page's own loads are done
+SEARCH_INDEX = "search/search_index.json"
 
 
 @dataclasses.dataclass
@@ -37,6 +39,7 @@ class Visit:
     cls: float | None = None  # ... and after scrolling through the page
     diagram_waits: list = dataclasses.field(default_factory=list)  # ms, per diagram
     first_screen_diagrams: int = 0  # diagrams (drawn or not) that start on the first screen
+    search_index: str = "the site's"  # or "one page's": see SiteBrowser.visit
     render_problem: str | None = None
     console_errors: list = dataclasses.field(default_factory=list)
     page_errors: list = dataclasses.field(default_factory=list)
@@ -67,6 +70,8 @@ class SiteBrowser:
         self.context.add_init_script(js("colours"))
         # A regex the browser matches itself: local requests never make a trip to Python.
         self.context.route(re.compile(rf"^(?!{re.escape(origin)}|data:|blob:)"), self._abort)
+        self.context.route(re.compile(rf"^{re.escape(origin)}.*{SEARCH_INDEX}$"), self._index)
+        self._small_index: str | None = None
         self.context.on("request", self._request)
         self.context.on("requestfinished", lambda r: self.current.finished.append(r.url))
         self.context.on("console", self._console)
@@ -99,6 +104,17 @@ class SiteBrowser:
             ):
                 return
 
+    def _index(self, route):
+        """The search index as served, or (for a visit that asks) one of the same config with
+        only its first page: the page still fetches it and its worker still indexes it."""
+        if self.current.search_index == "the site's":
+            route.continue_()
+            return
+        if self._small_index is None:
+            full = json.loads(route.fetch().text())
+            self._small_index = json.dumps({**full, "docs": full["docs"][:1]})
+        route.fulfill(body=self._small_index, content_type="application/json")
+
     def _abort(self, route):
         self.current.foreign_requests.append(route.request.url)
         route.abort("blockedbyclient")
@@ -115,11 +131,23 @@ class SiteBrowser:
         if response.status >= 400:
             self.current.bad_responses.append(f"{response.status} {response.url}")
 
-    def visit(self, url: str, cold: bool = True, timeout_ms: int = RENDER_TIMEOUT_MS) -> Visit:
+    def visit(
+        self,
+        url: str,
+        cold: bool = True,
+        timeout_ms: int = RENDER_TIMEOUT_MS,
+        whole_search_index: bool = True,
+    ) -> Visit:
         """Load ``url`` (with an empty HTTP cache unless ``cold`` is false), wait for the first
         screen, note what was fetched before any scroll, then scroll down through the page,
-        drawing its diagrams as a reader would."""
+        drawing its diagrams as a reader would.
+
+        Unless ``whole_search_index``, the page's search worker gets an index of one page: the
+        whole site's index takes the browser 0.6-1.2 s of CPU to build on every page load,
+        and every page loads the same worker and the same index."""
         visit = self.current = Visit(url=url, page=self.page)
+        if not whole_search_index:
+            visit.search_index = "one page's"
         page = self.page
         if cold:
             self._cdp.send("Network.clearBrowserCache")

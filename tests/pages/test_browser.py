@@ -53,6 +53,10 @@ VISIT_LIMIT_S = 120  # a visitor on one page this long is stuck: that page is re
 # Each page's light desktop screenshot is its first screen; GUIDE_FULL_SCREENSHOTS=1 takes
 # the whole page instead (for reviewing a page's layout from the artifacts).
 FULL_SCREENSHOTS = os.environ.get("GUIDE_FULL_SCREENSHOTS") == "1"
+# The pages whose search worker builds the site's whole index, one of each template (home,
+# a guide page, the API reference's index and a module's page); every other page fetches
+# the same index file and gets one of one page (SiteBrowser.visit: 0.6-1.2 s of CPU each).
+WHOLE_SEARCH_INDEX = {"/", "/attention/", "/reference/", "/reference/model/"}
 
 
 # ----------------------------------------------------------------------------- fixtures
@@ -80,6 +84,10 @@ def _slug(url: str, base: str) -> str:
     return path.replace("/", "-") or "home"
 
 
+def crash(err: Exception) -> str:
+    return f"the check crashed: {type(err).__name__}: {str(err).splitlines()[0]}"
+
+
 class _Results:
     """Problems found on one page, by check, and the seconds each check took."""
 
@@ -93,7 +101,7 @@ class _Results:
         try:
             found = check(*args) or []
         except Exception as err:  # reported, with its type, as a problem of this check
-            found = [f"the check crashed: {type(err).__name__}: {str(err).splitlines()[0]}"]
+            found = [crash(err)]
         self.problems.setdefault(name, []).extend(found)
         self.seconds[name] = round(self.seconds.get(name, 0) + time.perf_counter() - start, 2)
         return found
@@ -106,14 +114,14 @@ NAV_TARGETS = """() => [...document.querySelectorAll("nav.md-nav--primary a.md-n
 def inspect_page(tab: bv.SiteBrowser, server: bs.SiteServer, url: str) -> dict:
     """Load one page once, as a first visit (empty cache), and run every per-page check."""
     start = time.perf_counter()
-    visit = tab.visit(url)
+    visit = tab.visit(url, whole_search_index=url[len(server.base) - 1 :] in WHOLE_SEARCH_INDEX)
     page, slug = tab.page, _slug(url, server.base)
     results = _Results()
     results.seconds["load"] = round(time.perf_counter() - start, 2)
     results.run("rendered", bc.check_rendered, visit)
     math, diagrams = bc.math_state(page), bc.diagram_state(page)
     results.run("math", bc.check_math, page)
-    results.run("math", bc.check_formula_sizes, page)
+    results.run("math", bc.check_formula_sizes, page, ["desktop"])
     results.run("diagrams", bc.check_diagrams, page)
     results.run("diagrams", bc.check_diagram_boxes, page)
     results.run("links", bc.check_links, page, server.base)
@@ -122,18 +130,31 @@ def inspect_page(tab: bv.SiteBrowser, server: bs.SiteServer, url: str) -> dict:
     results.run("contrast", bc.check_math_contrast, page)
     results.run("contrast", bc.check_code_contrast, page)
     results.run("figures", bc.check_figures, page)
-    results.run("phone", bc.check_phone_fit, page)
-    results.run("phone", bc.check_wide_formulas, page)
-    results.run("screenshots", bc.screenshot, page, SCREENSHOTS / f"{slug}-light", FULL_SCREENSHOTS)
-    # Dark: the toggle, the math's and figures' contrast there, the screenshots; then light.
-    # A page with neither math nor a figure (the API reference, the 404 page) has nothing for
-    # that pass to check: it is left out there, and the toggle is tried on every other page.
+    light, dark = SCREENSHOTS / f"{slug}-light", SCREENSHOTS / f"{slug}-dark"
+    results.run("screenshots", bc.screenshot, page, light, FULL_SCREENSHOTS, ["desktop"])
+    # Dark: the toggle, the math's, code's and figures' contrast there, the screenshots; then
+    # light. A page with neither math nor a figure (the API reference, the 404 page) has
+    # nothing for that pass to check: it is left out there, and the toggle is tried on every
+    # other page. Everything at phone width is done in one resize (bc.viewport).
     has_figures = bool(page.evaluate(js("figures")))
-    if (math["formulas"] or has_figures) and not results.run("palette", bc.toggle_palette, page):
+    dark_pass = bool(math["formulas"] or has_figures)
+    toggled = False
+    try:
+        with bc.viewport(page, bv.PHONE):
+            results.run("math", bc.check_formula_sizes, page, ["phone"])
+            results.run("phone", bc.check_phone_fit, page)
+            results.run("phone", bc.check_wide_formulas, page)
+            results.run("screenshots", bc.screenshot, page, light, False, ["phone"])
+            toggled = dark_pass and not results.run("palette", bc.toggle_palette, page)
+            if toggled:
+                results.run("screenshots", bc.screenshot, page, dark, False, ["phone"])
+    except Exception as err:  # the resize itself
+        results.problems.setdefault("phone", []).append(crash(err))
+    if toggled:
         results.run("contrast", bc.check_math_contrast, page)
         results.run("contrast", bc.check_code_contrast, page)
         results.run("figures", bc.check_figures, page)
-        results.run("screenshots", bc.screenshot, page, SCREENSHOTS / f"{slug}-dark")
+        results.run("screenshots", bc.screenshot, page, dark, False, ["desktop"])
         results.run("palette", bc.toggle_palette, page)
     if bc.scheme(page) != "default":  # whatever happened, the next page starts light
         page.evaluate("() => localStorage.clear()")
@@ -156,9 +177,10 @@ def inspect_page(tab: bv.SiteBrowser, server: bs.SiteServer, url: str) -> dict:
         "mermaid_before_scroll": [u for u in visit.urls_before_scroll if "/mermaid/" in u],
         "mermaid_in_all": [u for u in visit.urls if "/mermaid/" in u],
         "requests": len(visit.urls),
+        "search_index": visit.search_index,
         "nav": page.evaluate(NAV_TARGETS),
         "problems": results.problems,
-        "dark_checked": bool(math["formulas"] or has_figures),
+        "dark_checked": dark_pass,
         "seconds": results.seconds,
     }
 
@@ -259,6 +281,8 @@ def test_pages_found_by_crawling(site_pages, site_report, site_server):
     assert nav == sitemap, f"in the nav only: {nav - sitemap}; in the sitemap only: {sitemap - nav}"
     attention = next(r for r in site_report if r["page"] == "/attention/")
     assert attention["formulas"] >= 20 and attention["diagrams"] >= 1, attention
+    whole = {r["page"] for r in site_report if r["search_index"] == "the site's"}
+    assert whole == WHOLE_SEARCH_INDEX, whole
     assert base.startswith("http://127.0.0.1:")
 
 
