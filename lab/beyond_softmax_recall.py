@@ -187,10 +187,12 @@ def predictions(data: dict) -> str:
 
         lines += [
             f"{family}:",
-            f"  softmax only keeps recall: {at(softmax)}; learned: {v['softmax_learned']}",
-            f"  Gated DeltaNet only loses it: {at(linear)}; learned: {v['linear_learned']}",
-            f"  {LABELS[hybrid]} recovers it: {at(hybrid)}; above linear-only in every seed "
-            f"at {most}: {v['hybrid_above_linear']}; minus softmax at {most}: "
+            f"  softmax only (predicted to keep recall): {at(softmax)}; "
+            f"learned: {v['softmax_learned']}",
+            f"  Gated DeltaNet only (predicted to lose it): {at(linear)}; "
+            f"learned: {v['linear_learned']}",
+            f"  {LABELS[hybrid]} (predicted to recover it): {at(hybrid)}; above linear-only in "
+            f"every seed at {most}: {v['hybrid_above_linear']}; minus softmax at {most}: "
             f"{v['hybrid_minus_softmax']:+.2f}",
         ]
     return "\n".join(lines)
