@@ -6,6 +6,11 @@ where it runs and sent back with its reports, so the summary is the same with an
 pytest-xdist. CPU time is the measure that holds on a shared machine: wall time grows with
 the other jobs' load, CPU time does not.
 
+The CPU time of the processes a test does not wait for is in no test's count: chromium's,
+above all, which the browser tests drive through playwright's driver. So the summary also
+gives the machine's CPU time over the run (Linux's /proc/stat: every process on the machine,
+other jobs' too), and the difference.
+
 The summary names the longest chain (the unit of tests/xdist_scheduling.py that took longest:
 no run can be shorter), each worker's busy time and the five slowest tests. On a full run (no
 paths, no -k or -m), a wall time over the budget (--time-budget, 150 s) is reported loudly;
@@ -15,6 +20,7 @@ with --time-budget-fails it also fails the session.
 from __future__ import annotations
 
 import json
+import os
 import resource
 import time
 from collections import defaultdict
@@ -33,6 +39,19 @@ def cpu_seconds() -> float:
     """User + system time of this process and of its children that have ended."""
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     return time.process_time() + children.ru_utime + children.ru_stime
+
+
+def machine_cpu_seconds() -> float | None:
+    """The seconds this machine's cores have been busy since boot, summed over the cores
+    (/proc/stat: user, nice, system, irq, softirq; not idle, I/O wait or time stolen by a
+    hypervisor); None where there is no /proc/stat."""
+    try:
+        with open("/proc/stat", encoding="ascii") as f:
+            fields = f.readline().split()
+    except OSError:
+        return None
+    user, nice, system, _idle, _iowait, irq, softirq = map(int, fields[1:8])
+    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
 
 
 def pytest_addoption(parser):
@@ -84,6 +103,8 @@ class SuiteTime:
     def __init__(self, config):
         self.config = config
         self.start = time.monotonic()
+        self.machine_start = machine_cpu_seconds()
+        self.machine_cpu: float | None = None
         self.wall: dict[str, float] = defaultdict(float)  # nodeid -> seconds, all phases
         self.cpu: dict[str, float] = {}
         self.worker: dict[str, str] = {}
@@ -103,6 +124,8 @@ class SuiteTime:
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session):
         self.elapsed = time.monotonic() - self.start
+        if self.machine_start is not None:
+            self.machine_cpu = machine_cpu_seconds() - self.machine_start
         if self.over_budget() and self.config.getoption("--time-budget-fails"):
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
@@ -117,6 +140,12 @@ class SuiteTime:
             f"wall {self.elapsed:.1f} s (budget {budget:g} s on 2 cores); CPU {cpu:.1f} s in "
             f"the tests and the processes they started (2-core floor {cpu / 2:.1f} s)"
         )
+        if self.machine_cpu is not None:
+            write(
+                f"the machine's CPU over the run: {self.machine_cpu:.1f} s, "
+                f"{self.machine_cpu - cpu:.1f} s of it in no test's count (the browser, which no "
+                "test process waits for, and any other job on the machine)"
+            )
         chains: dict[str, float] = defaultdict(float)
         chain_cpu: dict[str, float] = defaultdict(float)
         busy: dict[str, float] = defaultdict(float)
@@ -161,4 +190,6 @@ class SuiteTime:
         ]
         out = Path(self.config.rootpath) / "test-artifacts" / "suite-time.json"
         out.parent.mkdir(exist_ok=True)
-        out.write_text(json.dumps({"wall_s": round(self.elapsed, 1), "tests": rows}, indent=1))
+        machine = None if self.machine_cpu is None else round(self.machine_cpu, 1)
+        summary = {"wall_s": round(self.elapsed, 1), "machine_cpu_s": machine, "tests": rows}
+        out.write_text(json.dumps(summary, indent=1))

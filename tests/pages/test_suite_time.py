@@ -3,8 +3,10 @@
 import os
 import subprocess
 import sys
+import time
 
 from lab.common import ROOT
+from tests.suite_time import machine_cpu_seconds
 
 SLOW = "import time\n\n\ndef test_slow():\n    time.sleep(0.4)\n\n\ndef test_quick():\n    pass\n"
 
@@ -29,6 +31,7 @@ def test_the_summary_says_where_the_time_went(tmp_path):
     assert "where the time went" in proc.stdout
     assert "longest chain: checks/test_a.py" in proc.stdout
     assert "busy: main" in proc.stdout
+    assert "the machine's CPU over the run: " in proc.stdout
     slowest = proc.stdout.split("slowest (wall, CPU):\n", 1)[1].splitlines()
     assert slowest[0].endswith("checks/test_a.py::test_slow")
     assert "OVER ITS TIME BUDGET" not in proc.stdout
@@ -54,3 +57,12 @@ def test_a_partial_run_has_no_budget(tmp_path):
         assert proc.returncode == 0, proc.stdout
         assert "where the time went" in proc.stdout
         assert "OVER ITS TIME BUDGET" not in proc.stdout
+
+
+def test_the_machine_cpu_counts_this_process_busy():
+    """Half a second of this process's CPU shows in the machine's count (which also holds
+    whatever else runs meanwhile, so only a lower bound can be asserted)."""
+    before, start = machine_cpu_seconds(), time.process_time()
+    while time.process_time() - start < 0.5:
+        pass
+    assert machine_cpu_seconds() - before >= 0.4
