@@ -31,7 +31,7 @@ import time
 import torch
 
 from lab.common import RESULTS_DIR, note_load_after, result_header
-from lab.experiment import progress
+from lab.experiment import count, progress
 from lab.mqar import BLOCKS, BLOCKS_CACHED, blocks_run, recall
 from snippets.linear_attention import gated_delta_recurrent
 
@@ -235,13 +235,11 @@ def recall_figure(data: dict):
 
 
 def add_options(parser) -> None:
-    parser.add_argument("--seeds", type=int, help="models per variant")
+    parser.add_argument("--seeds", type=count, help="models per variant")
 
 
 def settings_from(args) -> dict:
     settings = dict(QUICK if args.quick else FULL)
     if args.seeds is not None:
-        if args.seeds <= 0:
-            raise SystemExit(f"--seeds ({args.seeds}) must be positive")
         settings["seeds"] = args.seeds
     return settings

@@ -63,6 +63,17 @@ def int_list(minimum: int = 1):
     return parse
 
 
+def count(text: str) -> int:
+    """An argparse type for a count such as --seeds or --steps: an integer of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be positive, got {value}")
+    return value
+
+
 def randn(*shape: int, seed: int) -> torch.Tensor:
     """A normal tensor of its own seed, whatever else drew from torch's generator."""
     return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))

@@ -19,7 +19,7 @@ import time
 import torch
 
 from lab.common import RESULTS_DIR, note_load_after
-from lab.experiment import Command, progress
+from lab.experiment import Command, count, progress
 from snippets.generate import KVCache, forward_with_cache, generate
 from snippets.kv_heads import kv_cache_bytes
 from snippets.measure import time_interleaved
@@ -196,17 +196,14 @@ def main(argv: list[str] | None = None) -> int:
         threads=1,
     )
     p = cmd.parser
-    p.add_argument("--steps", type=int, help="training steps per run")
-    p.add_argument("--seeds", type=int, help="runs per variant")
-    p.add_argument("--rounds", type=int, help="timed generation rounds")
+    p.add_argument("--steps", type=count, help="training steps per run")
+    p.add_argument("--seeds", type=count, help="runs per variant")
+    p.add_argument("--rounds", type=count, help="timed generation rounds")
     args = cmd.parse(argv)
     settings = dict(QUICK if args.quick else FULL)
     for key in ("steps", "seeds", "rounds"):
-        value = getattr(args, key)
-        if value is not None:
-            if value <= 0:
-                p.error(f"--{key} ({value}) must be positive")
-            settings[key] = value
+        if getattr(args, key) is not None:
+            settings[key] = getattr(args, key)
     data = run(settings, cmd.header(SCHEMA))
     cmd.write(RESULT.name, data)
     print(table(data))

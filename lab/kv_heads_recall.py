@@ -23,7 +23,7 @@ import sys
 import time
 
 from lab.common import RESULTS_DIR, note_load_after
-from lab.experiment import Command, progress
+from lab.experiment import Command, count, progress
 from lab.mqar import CACHED, VARIANTS, D, MqarRun, recall, run_of, train_mqar
 from lab.style import COLORS, INK, pyplot
 
@@ -214,12 +214,10 @@ def main(argv: list[str] | None = None) -> int:
         __doc__,
         threads=1,
     )
-    cmd.parser.add_argument("--seeds", type=int, help="models per variant")
+    cmd.parser.add_argument("--seeds", type=count, help="models per variant")
     args = cmd.parse(argv)
     settings = dict(QUICK if args.quick else FULL)
     if args.seeds is not None:
-        if args.seeds <= 0:
-            cmd.parser.error(f"--seeds ({args.seeds}) must be positive")
         settings["seeds"] = args.seeds
     data = run(settings, cmd.header(SCHEMA), args.quick)
     cmd.write(RESULT_FILE.name, data)

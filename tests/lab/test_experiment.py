@@ -25,6 +25,14 @@ def test_int_lists_take_spaces_or_commas_and_name_the_rule():
         experiment.int_list()("64 x")
 
 
+def test_a_count_is_a_positive_integer_and_names_the_rule():
+    assert experiment.count("3") == 3
+    with pytest.raises(argparse.ArgumentTypeError, match="must be positive, got 0"):
+        experiment.count("0")
+    with pytest.raises(argparse.ArgumentTypeError, match="expected an integer, got 'x'"):
+        experiment.count("x")
+
+
 def test_out_follows_one_rule(tmp_path):
     cmd = experiment.Command("lab.my_page", "a test", threads=None)
     cmd.parse([])
