@@ -2,7 +2,7 @@
 // WCAG counts it), once per distinct pair of colours: a page's thousands of tokens share a
 // handful. axe's color-contrast rule leaves these spans (checks.CODE_TOKENS) to this check.
 (tokens) => {
-  const { parse, over, background, luminance } = window.__colours;
+  const { parse, over, background, ratio } = window.__colours;
   const pairs = new Map();
   for (const el of document.querySelectorAll(tokens)) {
     // Its own text, punctuation and symbols left out as axe leaves them out; and shown.
@@ -13,8 +13,7 @@
     const fg = over(parse(getComputedStyle(el).color), bg);
     const key = `${fg} on ${bg}`;
     if (pairs.has(key)) { pairs.get(key).count += 1; continue; }
-    const [hi, lo] = [luminance(fg), luminance(bg)].sort((a, b) => b - a);
-    pairs.set(key, {ratio: (hi + 0.05) / (lo + 0.05), count: 1, token: el.className,
+    pairs.set(key, {ratio: ratio(fg, bg), count: 1, token: el.className,
                     text: el.textContent.slice(0, 30), color: getComputedStyle(el).color});
   }
   return {scheme: document.body.getAttribute("data-md-color-scheme"), pairs: [...pairs.values()]};

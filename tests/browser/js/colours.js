@@ -1,5 +1,5 @@
 // Colour helpers for the contrast and figure checks, added to every page before its own
-// scripts (next to init.js): window.__colours.{parse, over, background, luminance}.
+// scripts (next to init.js): window.__colours.{parse, over, background, luminance, ratio}.
 (() => {
   const parse = c => {
     const m = c.match(/rgba?\(([^)]+)\)/);
@@ -28,5 +28,10 @@
     });
     return 0.2126 * r + 0.7152 * g + 0.0722 * b;
   };
-  window.__colours = { parse, over, background, luminance };
+  // WCAG's contrast ratio of two opaque colours, 1 to 21.
+  const ratio = (a, b) => {
+    const [hi, lo] = [luminance(a), luminance(b)].sort((x, y) => y - x);
+    return (hi + 0.05) / (lo + 0.05);
+  };
+  window.__colours = { parse, over, background, luminance, ratio };
 })();
