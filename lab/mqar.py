@@ -4,14 +4,15 @@ The one MQAR recipe of the guide's experiments (lab/kv_heads_recall.py: key/valu
 heads; lab/beyond_softmax_recall.py: softmax, Gated DeltaNet and hybrid blocks), and
 the one the trained-model cache (lab/model_cache.py) trains its MQAR models with.
 
-The recipe that trains at this size (2 to 4 layers, one CPU thread, about a minute a
-model): rows of snippets.tasks.mqar with a number of pairs drawn per row, so one
-model is trained once and scored at each number of pairs; the loss only on keys
-seen before in the row (a first occurrence's value is a coin toss, nothing to
+The recipe that trains at this size (2 to 4 layers, one CPU thread, half a minute to
+eight minutes a model): rows of snippets.tasks.mqar with a number of pairs drawn per
+row, so one model is trained once and scored at each number of pairs; the loss only
+on keys seen before in the row (a first occurrence's value is a coin toss, nothing to
 learn); ALiBi positions, with which the previous-token head that MQAR needs forms
 in a few hundred steps (with a learned position table the same model stayed at
 about 1 / pairs for 1,000 steps); AdamW at 3e-3 with a warm-up and a cosine decay;
-a batch of 64 rows. No curriculum: with rows replaying their pairs in order first
+a batch of 64 rows for 2 layers, 256 for 4 (with 64, 4-layer softmax GPTs stayed at
+1 / pairs). No curriculum: with rows replaying their pairs in order first
 (snippets.tasks.mqar's in_order), 4-layer ALiBi softmax GPTs stayed at 1 / pairs.
 
 Recall at N pairs: on fresh rows with exactly N distinct keys, the share of
@@ -160,21 +161,23 @@ def recall(model: GPT, run: MqarRun, pairs: int, rows: int) -> float:
     return (logits.argmax(-1) == targets)[asked].float().mean().item()
 
 
-# The beyond-softmax page's GPTs (lab/beyond_softmax_recall.py), in two families that
-# differ only in their token mixers: 2 blocks (softmax-only is lab.mqar's MHA run
-# above; the hybrid 1 : 1) and 4 blocks (the hybrid Qwen3-Next's 3 : 1). Every Gated
-# DeltaNet block keeps a state of LINEAR_STATE = (heads, D): heads x D x D numbers,
-# whatever the length. None: every block softmax, the blocks of MqarRun().
+# The beyond-softmax page's GPTs (lab/beyond_softmax_recall.py): 4 blocks each, the
+# same but for their token mixers. The hybrid is Qwen3-Next's pattern, three Gated
+# DeltaNet blocks then one softmax block (3 : 1). A Gated DeltaNet block has the
+# softmax block's heads and widths, LINEAR_STATE = (heads, D) = (8, 4): a state of
+# 8 x 4 x 4 = 128 numbers whatever the length, where a softmax block's cache holds
+# 2 x T x C numbers (2,048 at T = 32).
 BLOCKS = {
-    "softmax": None,
-    "linear": ("linear",) * 2,
-    "hybrid": ("linear", "softmax"),
-    "softmax-4": ("softmax",) * 4,
-    "linear-4": ("linear",) * 4,
-    "hybrid-4": ("linear", "linear", "linear", "softmax"),  # Qwen3-Next's 3 : 1
+    "softmax": ("softmax",) * 4,
+    "linear": ("linear",) * 4,
+    "hybrid": ("linear", "linear", "linear", "softmax"),  # Qwen3-Next's 3 : 1
 }
-LINEAR_STATE = (2, 4)
-BLOCKS_CACHED = ("softmax", "linear", "hybrid")  # seed 0 of each is in lab/model_cache.py
+LINEAR_STATE = (MqarRun.n_head, D)
+# Four blocks learn the lookup in 600 steps with batches of 256 rows; with 64 (the
+# kv-heads models' recipe, 2 blocks) 4-block softmax GPTs stayed at 1 / pairs for
+# 2,400 steps, whatever their initialisation, learning rate or positions.
+BLOCKS_BATCH = 256
+BLOCKS_CACHED = tuple(BLOCKS)  # seed 0 of each is in lab/model_cache.py
 
 
 def blocks_run(variant: str, seed: int = 0) -> MqarRun:
@@ -182,11 +185,10 @@ def blocks_run(variant: str, seed: int = 0) -> MqarRun:
     if variant not in BLOCKS:
         raise ValueError(f"variant ({variant!r}) must be one of {list(BLOCKS)}")
     types = BLOCKS[variant]
-    if types is None:
-        return MqarRun(seed=seed)
     return MqarRun(
         seed=seed,
         n_layer=len(types),
+        batch=BLOCKS_BATCH,
         layer_types=types,
         linear_state=LINEAR_STATE if "linear" in types else None,
     )

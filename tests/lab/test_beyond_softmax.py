@@ -1,13 +1,13 @@
 """lab/beyond_softmax.py and its recall experiment: the --quick runs, the sign of the
 effects, and the committed results the page prints.
 
-The quick recall run scores seed 0 of each 2-block variant, trained by the full recipe
+The quick recall run scores seed 0 of each 4-block variant, trained by the full recipe
 and committed in data/trained/ (lab/model_cache.py): it must not train here, and it
 must show the signs the page reports: softmax-only learned the lookup (well above
-1 / pairs, a guess among the row's values), the hybrid recalls more than the
-linear-only GPT, most clearly at few pairs, and at the most pairs the hybrid is far
-below softmax-only (it does not come close). The capacity probe shows the mechanism
-without training.
+1 / pairs, a guess among the row's values) and keeps most of it at 12 pairs; the
+linear-only GPT learned it at 2 pairs and loses it as the pairs grow; the 3 : 1
+hybrid recalls far more than linear-only at 12 pairs, and at least nearly what
+softmax-only does. The capacity probe shows the mechanism without training.
 """
 
 import json
@@ -19,8 +19,8 @@ from lab import beyond_softmax_recall as recall
 from lab.common import RESULTS_DIR
 
 
-def means(data: dict, pairs: int) -> dict:
-    return {v: recall.mean_recall(data, v, pairs) for v in data["variants"]}
+def medians(data: dict, pairs: int) -> dict:
+    return {v: recall.median_recall(data, v, pairs) for v in data["variants"]}
 
 
 def test_recall_quick_shows_the_sign_from_the_committed_models(tmp_path, monkeypatch):
@@ -35,15 +35,16 @@ def test_recall_quick_shows_the_sign_from_the_committed_models(tmp_path, monkeyp
     assert bs.main(["recall", "--quick", "--out", str(out)]) == 0
     data = json.loads(out.read_text())
     assert list(data["variants"]) == ["softmax", "linear", "hybrid"]
-    assert data["variants"]["hybrid"]["layer_types"] == ["linear", "softmax"]
-    assert data["variants"]["linear"]["layer_types"] == ["linear", "linear"]
+    assert data["variants"]["hybrid"]["layer_types"] == ["linear"] * 3 + ["softmax"]
+    assert data["variants"]["linear"]["layer_types"] == ["linear"] * 4
     few, most = data["settings"]["eval_pairs"][0], data["settings"]["eval_pairs"][-1]
-    at_few, at_most = means(data, few), means(data, most)
+    at_few, at_most = medians(data, few), medians(data, most)
     for p, m in ((few, at_few), (most, at_most)):
         assert m["softmax"] > 1 / p + 0.3, (p, m)  # softmax learned the lookup
-    assert at_few["hybrid"] > at_few["linear"] + 0.2, at_few  # one softmax block recovers
-    assert at_most["hybrid"] > at_most["linear"], at_most
-    assert at_most["hybrid"] < at_most["softmax"] - 0.2, at_most  # ... not all of it
+    assert at_few["linear"] > 1 / few + 0.3, at_few  # linear-only learned it too ...
+    assert at_most["linear"] < at_few["linear"] - 0.3, (at_few, at_most)  # ... and loses it
+    assert at_most["hybrid"] > at_most["linear"] + 0.2, at_most  # one softmax block recovers
+    assert at_most["hybrid"] > at_most["softmax"] - 0.1, at_most  # ... close to softmax
     assert "Gated DeltaNet only" in recall.table(data)
 
 
@@ -63,23 +64,18 @@ def test_committed_recall_over_three_seeds_is_what_the_page_says():
     assert list(data["variants"]) == list(recall.VARIANTS)
     for r in data["variants"].values():
         assert all(len(runs) == data["settings"]["seeds"] for runs in r["recall"].values())
-    assert data["variants"]["hybrid-4"]["layer_types"] == ["linear"] * 3 + ["softmax"]
-    two, four = recall.verdicts(data, "2 blocks"), recall.verdicts(data, "4 blocks")
-    # 2 blocks: softmax learned; the hybrid above linear-only in every seed at the
-    # most pairs, but far below softmax there
-    assert two["softmax_learned"] and two["hybrid_above_linear"], two
-    assert two["hybrid_minus_softmax"] < -0.3, two
-    pairs = data["settings"]["eval_pairs"]
-    few = means(data, pairs[0])
-    assert few["hybrid"] > few["linear"] + 0.3, few
-    # linear-only never rises above the guess: it did not learn (what the page says)
-    assert not two["linear_learned"] and not four["linear_learned"], (two, four)
-    # 4 blocks: softmax-only did not learn in 600 steps; the 3:1 hybrid did, at few pairs
-    assert not four["softmax_learned"], four
-    for p in pairs:
-        assert recall.mean_recall(data, "softmax-4", p) < 1 / p + 0.05, p
-    assert few["hybrid-4"] > few["linear-4"] + 0.3 and few["hybrid-4"] > few["softmax-4"] + 0.2
-    assert "learned: True" in recall.predictions(data)
+    assert data["variants"]["hybrid"]["layer_types"] == ["linear"] * 3 + ["softmax"]
+    v = recall.verdicts(data)
+    seeds = data["settings"]["seeds"]
+    # what the page says: linear-only and the hybrid learned the lookup in every seed,
+    # softmax-only in all but one; linear-only lost recall as the pairs grew; the
+    # hybrid is above linear-only in every seed at 12 pairs, and its median not below
+    # softmax-only's by more than 0.1
+    assert v["linear_learned"] == v["hybrid_learned"] == seeds, v
+    assert v["softmax_learned"] >= seeds - 1, v
+    assert v["linear_fall"] < -0.3, v
+    assert v["hybrid_above_linear"] and v["hybrid_minus_softmax"] > -0.1, v
+    assert f"learned in {seeds} of {seeds} seeds" in recall.predictions(data)
 
 
 def test_cost_runs_and_grows(tmp_path):

@@ -52,7 +52,7 @@ def test_the_committed_models_are_this_codes():
     """Else every fresh clone trains them again (seconds of the build's chain): refresh them."""
     runs = models.committed_runs()
     assert {"induction", "char-gpt", "mqar-mha-seed0", "mqar-n-kv-head-1-seed0"} <= set(runs)
-    assert {"mqar-mha-ll-seed0", "mqar-mha-ls-seed0"} <= set(runs)  # linear-only, hybrid
+    assert {"mqar-mha-ssss-seed0", "mqar-mha-llll-seed0", "mqar-mha-llls-seed0"} <= set(runs)
     for name, config in runs.items():
         committed = sorted(p.name for p in models.COMMITTED.glob(f"{name}-*.pt"))
         assert committed == [models.file_name(name, config)], (
