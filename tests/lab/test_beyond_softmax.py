@@ -27,7 +27,7 @@ def test_recall_quick_shows_the_sign_from_the_committed_models(tmp_path, monkeyp
     def no_training(run):
         raise AssertionError(
             f"trained {models.mqar_name(run)}: data/trained/ has no model of this code; "
-            "run `python -m lab.model_cache --commit-trained`"
+            "run `OMP_NUM_THREADS=1 python -m lab.model_cache --commit-trained`"
         )
 
     monkeypatch.setattr(models, "train_mqar", no_training)

@@ -58,7 +58,8 @@ def test_the_committed_models_are_this_codes():
         assert committed == [models.file_name(name, config)], (
             f"data/trained/ holds {committed} for {name!r}, not this code's "
             f"{models.file_name(name, config)}: run `OMP_NUM_THREADS=1 python -m lab.model_cache "
-            "--commit-trained` (on one thread, as the suite trains: two give other weights)"
+            "--commit-trained` (on one thread, as the suite trains: two give other weights), "
+            "then the same for lab.sink_models, whose key covers this module's"
         )
 
 
