@@ -11,7 +11,9 @@
 - What needs more than the installed package is left out of the downloads, as a comment
   saying why: a block skipped by its page (`check: skip`), a shell block, a block that
   imports the repository's tooling (lab/, tests/, hooks/), and any block using a name one
-  of those defines. Such a block says so on the page too.
+  of those defines. Such a block says so on the page too. Its plain imports still serve the
+  blocks below: hoisted with the others, or, when a block rebinds their names, run where it
+  stood.
 
 The suite runs each download from a fresh folder against the installed package
 (tests/pages/test_downloads.py).
@@ -46,6 +48,9 @@ class Cell:
     code: str  # the block's code, its hoisted imports removed
     needs: list[str] = field(default_factory=list)  # names from the blocks above
     left_out: str | None = None  # why the downloads do not run it
+    # A left-out block's plain imports of names another block rebinds: they cannot go to
+    # the top, so they run where the block stood, as they do on the page.
+    imports_in_place: list[str] = field(default_factory=list)
 
 
 def _bound(tree: ast.AST) -> set[str]:
@@ -109,26 +114,33 @@ def _repository_path(tree: ast.Module) -> str | None:
 
 
 def _hoist_imports(code, tree, bound_by_blocks, imports, left_out) -> tuple[set[int], set[str]]:
-    """Add the block's top-level imports to `imports`; the code lines and names hoisted.
+    """Add the block's top-level imports to `imports`; the code lines hoisted, and the
+    names the block lends to the blocks after it.
 
     An import stays in place when a block rebinds its name; a left-out block lends only
-    imports that need no checkout (lab, tests, hooks stay out).
+    imports that need no checkout (lab, tests, hooks stay out), those that stay in place
+    by running there alone (left_out.imports_in_place, its Cell's).
     """
-    lines, hoisted, names_hoisted = code.splitlines(), set(), set()
+    lines, hoisted, lent = code.splitlines(), set(), set()
     for node in tree.body:
         if not (isinstance(node, ast.Import | ast.ImportFrom) and node.col_offset == 0):
             continue
-        names = {(a.asname or a.name).split(".")[0] for a in node.names}
-        if names & bound_by_blocks or getattr(node, "module", None) == "__future__":
+        if getattr(node, "module", None) == "__future__":
             continue
         if left_out and _checkout_import(ast.Module(body=[node], type_ignores=[])):
             continue
+        names = {(a.asname or a.name).split(".")[0] for a in node.names}
         text = "\n".join(lines[node.lineno - 1 : node.end_lineno])
+        if names & bound_by_blocks:
+            if left_out:
+                left_out.imports_in_place.append(text)
+                lent |= names
+            continue
         if text not in imports:
             imports.append(text)
         hoisted |= set(range(node.lineno - 1, node.end_lineno))
-        names_hoisted |= names
-    return hoisted, names_hoisted
+        lent |= names
+    return hoisted, lent
 
 
 def plan(blocks: list[Block]) -> tuple[list[str], list[Cell]]:
@@ -161,7 +173,8 @@ def plan(blocks: list[Block]) -> tuple[list[str], list[Cell]]:
             cell.left_out = f"{unavailable[missing[0]]} (it uses {', '.join(missing)})"
         # A block left out still lends its plain imports (torch, json, snippets...): a block
         # kept above it may need them, as it does on the page where the order is the reader's.
-        hoisted, lent = _hoist_imports(block.code, tree, bound_by_blocks, imports, cell.left_out)
+        left_out = cell if cell.left_out else None
+        hoisted, lent = _hoist_imports(block.code, tree, bound_by_blocks, imports, left_out)
         if cell.left_out:
             why = f"needs the block at {block.where}, which is not in the download"
             for name in _top_level_bound(tree) - lent:
@@ -189,6 +202,9 @@ def script_cells(page_path: str, imports: list[str], cells: list[Cell]) -> list[
         block = cell.block
         if cell.left_out:
             source = f"# Not run here: {cell.left_out}.\n{_commented(block.code)}\n"
+            if cell.imports_in_place:  # the blocks below use them
+                source += "# Its imports the blocks below use:\n"
+                source += "\n".join(cell.imports_in_place) + "\n"
             out.append((source, None, block.where))
         else:
             expected = block.expected_output.code if block.expected_output else None

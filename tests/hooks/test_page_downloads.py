@@ -1,0 +1,40 @@
+"""hooks/page_downloads.py's plan: which blocks a page's downloads run, and what they lend.
+
+The downloads themselves are built and run as a reader would in tests/pages/test_downloads.py;
+here, the plan on a few made-up blocks.
+"""
+
+from hooks.page_downloads import plan, script_cells
+from tests.pagecheck.parser import Block
+
+
+def blocks(*codes: str) -> list[Block]:
+    return [
+        Block("docs/page.md", 10 * n, 10 * n + 5, "", "python", None, code, [])
+        for n, code in enumerate(codes, start=1)
+    ]
+
+
+def test_a_left_out_block_lends_an_import_a_later_block_rebinds_where_it_stood():
+    # The first block is left out (it imports lab); the second uses its snippets import,
+    # which the third rebinds (the page shows the same function), so the import cannot go
+    # to the top: it runs in the left-out block's place, and the second block is kept.
+    page = blocks(
+        "from lab.common import RESULTS_DIR\nfrom snippets.sparse import gather\n",
+        "print(gather(3))\n",
+        "def gather(n):\n    return n\n",
+    )
+    imports, cells = plan(page)
+    assert "imports lab.common" in cells[0].left_out
+    assert cells[0].imports_in_place == ["from snippets.sparse import gather"]
+    assert cells[1].left_out is None and cells[1].needs == ["gather"]
+    source = script_cells("docs/page.md", imports, cells)[0][0]
+    assert "# from lab.common import RESULTS_DIR" in source  # commented: not run
+    assert source.rstrip().endswith("\nfrom snippets.sparse import gather")  # run
+
+
+def test_a_left_out_blocks_checkout_imports_stay_out():
+    page = blocks("from lab.common import RESULTS_DIR\n", "print(RESULTS_DIR)\n")
+    imports, cells = plan(page)
+    assert imports == [] and cells[0].imports_in_place == []
+    assert "needs the block at docs/page.md:10" in cells[1].left_out
