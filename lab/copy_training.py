@@ -107,13 +107,7 @@ def copy_loss(model: GPT, batch: torch.Tensor) -> dict:
 @torch.no_grad()
 def attention_weights(model: GPT, idx: torch.Tensor) -> torch.Tensor:
     """Every head's attention weights on idx (B, T): (B, L, H, T, T)."""
-    x = model.embed(idx)
-    weights = []
-    for block in model.blocks:
-        out, w = block.attn(block.ln1(x), return_weights=True)  # w: (B, H, T, T)
-        weights.append(w)
-        x = x + out
-        x = x + block.mlp(block.ln2(x))
+    _, _, weights = model(idx, return_weights=True)  # L x (B, H, T, T)
     return torch.stack(weights, dim=1)
 
 

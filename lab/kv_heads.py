@@ -20,7 +20,7 @@ import torch
 
 from lab.common import RESULTS_DIR, note_load_after
 from lab.experiment import Command, count, progress
-from snippets.generate import KVCache, forward_with_cache, generate
+from snippets.generate import KVCache, generate
 from snippets.kv_heads import kv_cache_bytes
 from snippets.measure import time_interleaved
 from snippets.model import GPT, GPTConfig, parameter_count
@@ -89,8 +89,8 @@ def train_one(train: TrainConfig, config: GPTConfig, corpus, val) -> tuple[GPT, 
 def held_bytes(model: GPT) -> int:
     """Bytes of the cache after generating up to the full context, counted."""
     cache = KVCache(model, batch_size=1)
-    forward_with_cache(model, torch.zeros(1, model.config.context_length,
-                                          dtype=torch.long), cache)  # fmt: skip
+    with torch.no_grad():
+        model(torch.zeros(1, model.config.context_length, dtype=torch.long), cache=cache)
     return sum(t.numel() * t.element_size() for t in cache.tensors())
 
 

@@ -57,10 +57,8 @@ def attention_on_bos(model: GPT, idx: torch.Tensor, n_triggers: int) -> dict:
     V, T = model.config.vocab_size, idx.size(1)
     start = T // 2
     trigger = (idx[:, start:] >= V - n_triggers)[:, None]  # (B, 1, T - start)
-    x = model.embed(idx)
     out = {"at_triggers": [], "elsewhere": [], "sink_share": []}
-    for block in model.blocks:
-        y, weights = block.attn(block.ln1(x), return_weights=True)  # (B, H, T, T)
+    for weights in model(idx, return_weights=True)[2]:  # L x (B, H, T, T)
         weights = weights[:, :, start:]  # (B, H, T - start, T)
         bos = weights[..., 0]  # (B, H, T - start)
         for key, where in (("at_triggers", trigger), ("elsewhere", ~trigger)):
@@ -68,8 +66,6 @@ def attention_on_bos(model: GPT, idx: torch.Tensor, n_triggers: int) -> dict:
             out[key].append([round(v, 4) for v in share.tolist()])
         sink = 1 - weights.sum(-1)  # (B, H, T - start): 0 without learned sinks
         out["sink_share"].append([round(v, 4) for v in sink.mean((0, 2)).tolist()])
-        x = x + block.drop(y)
-        x = x + block.mlp(block.ln2(x))
     uniform = sum(1 / (t + 1) for t in range(start, T)) / (T - start)
     return {**out, "query_start": start, "uniform": round(uniform, 4)}
 

@@ -26,10 +26,11 @@ import torch
 
 from lab.common import RESULTS_DIR, note_load_after
 from lab.experiment import Command, progress
-from snippets.attention import CausalSelfAttention, apply_position, causal_mask
+from snippets.attention import CausalSelfAttention, causal_mask
 from snippets.induction import repeated_tokens
 from snippets.measure import time_interleaved
 from snippets.model import GPT, GPTConfig
+from snippets.positions import apply_position
 from snippets.taming import TamedAttention, soft_cap_score_mod
 from snippets.train import lr_at, train_step
 

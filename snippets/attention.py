@@ -12,12 +12,13 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from snippets.masks import causal_mask
-
 # --8<-- [end:imports]
 # --8<-- [start:batched_imports]
-# RoPE and ALiBi act inside attention: the batched layer takes a position scheme.
-from snippets.positions import alibi_mask, apply_position, check_position
+# RoPE and ALiBi act inside attention: the batched layer takes a position scheme,
+# and a cache (snippets/cache.py) of the positions it has read.
+from snippets.cache import read
+from snippets.masks import causal_mask
+from snippets.positions import alibi_mask, apply_rope, check_position
 
 # --8<-- [end:batched_imports]
 
@@ -299,11 +300,14 @@ class CausalSelfAttention(nn.Module):
         self.qkv = nn.Linear(n_embed, 3 * n_embed, bias=False)
         self.proj = nn.Linear(n_embed, n_embed)
 
-    def forward(self, x: torch.Tensor, *, return_weights: bool = False):
-        """x (B, T, C) -> out (B, T, C).
+    def turn(self, t: torch.Tensor, offset: int) -> torch.Tensor:
+        """RoPE turns rows of t to positions offset..; other schemes do not."""
+        return apply_rope(t, offset) if self.position == "rope" else t
 
-        With return_weights=True, returns (out, weights (B, H, T, T)).
-        """
+    def forward(self, x: torch.Tensor, cache=None, *, return_weights=False):
+        """x (B, T, C) -> out (B, T, C); with return_weights=True, returns (out,
+        weights (B, H, T, T_all)). With a cache (snippets/cache.py), x holds the
+        positions after those it has seen, and T_all counts them all."""
         _check_input(x, self.n_embed, self.context_length, self.max_length)
         B, T, C = x.shape
         H, D = self.n_head, C // self.n_head
@@ -312,23 +316,27 @@ class CausalSelfAttention(nn.Module):
         q = q.view(B, T, H, D).transpose(1, 2)  # (B, T, C) -> (B, H, T, D)
         k = k.view(B, T, H, D).transpose(1, 2)  # (B, T, C) -> (B, H, T, D)
         v = v.view(B, T, H, D).transpose(1, 2)  # (B, T, C) -> (B, H, T, D)
-        q, k = apply_position(q, k, self.position)  # RoPE: per head, after split
+        q, k, v = read(cache, q, k, v, self.turn)  # RoPE; + the cached k, v
+        T_all = k.size(2)  # T, and the cached positions before them
         # ALiBi's bias holds the causal mask too: -inf above the diagonal.
         bias = None
         if self.position == "alibi":
-            bias = alibi_mask(H, T, T).to(device=x.device, dtype=q.dtype)
+            bias = alibi_mask(H, T, T_all).to(device=x.device, dtype=q.dtype)
         if return_weights:
             # The fused kernel never stores the (T, T) weights; this path does.
-            mask = causal_mask(T).to(x.device)  # (T, T)
+            mask = causal_mask(T_all)[-T:].to(x.device)  # (T, T_all): last rows
             y, weights = scaled_dot_product_attention(q, k, v, mask, bias=bias)
         elif bias is not None:
             # A float attn_mask is added to the scaled scores inside the kernel.
             # (B, H, T, D) x3, (H, T, T) -> (B, H, T, D)
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
-        else:
+        elif T == T_all:
             # is_causal=True masks inside the kernel: no tril buffer needed.
             # (B, H, T, D) x3 -> (B, H, T, D)
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:  # after cached positions: the causal mask's last T rows
+            mask = causal_mask(T_all)[-T:].to(x.device)  # (T, T_all)
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
         # Heads back side by side, the channel layout of MultiHeadAttention's cat.
         y = y.transpose(1, 2).contiguous().view(B, T, C)  # (B, T, C)
         y = self.proj(y)  # (B, T, C)

@@ -81,29 +81,15 @@ def train_char_gpt(config: CharGPTConfig) -> tuple[GPT, list[float]]:
 def gpt_attention(model: GPT, idx: torch.Tensor) -> torch.Tensor:
     """The attention weights of every layer of a GPT on idx (B, T): (B, L, H, T, T).
 
-    The model runs as usual; a hook on each attention layer runs that layer once
-    more on the very input it received, asking for its weights this time.
-
     Args:
-        model: a GPT.
+        model: a GPT whose layers all have weights (softmax attention).
         idx: token ids (B, T).
 
     Returns:
         Attention weights (B, L, H, T, T).
     """
-    weights = []
-
-    def keep_weights(layer, inputs, output):
-        # layer.forward, not layer(...): calling the module runs this hook again.
-        weights.append(layer.forward(inputs[0], return_weights=True)[1])
-
-    hooks = [b.attn.register_forward_hook(keep_weights) for b in model.blocks]
-    try:
-        model(idx)
-    finally:
-        for hook in hooks:
-            hook.remove()
-    return torch.stack(weights, dim=1)  # L x (B, H, T, T) -> (B, L, H, T, T)
+    _, _, weights = model(idx, return_weights=True)  # L x (B, H, T, T)
+    return torch.stack(weights, dim=1)  # (B, L, H, T, T)
 
 
 # --8<-- [end:gpt_attention]

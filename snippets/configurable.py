@@ -18,8 +18,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from snippets.cache import LayerCache, check_cache
 from snippets.kv_heads import expand_kv
-from snippets.layer_schedule import KINDS, LayerCache, nope_temperature, visible
+from snippets.layer_schedule import KINDS, nope_temperature, visible
 from snippets.rope_scaling import RopeSpec, rotate
 from snippets.taming import (
     GATES,
@@ -33,6 +34,10 @@ from snippets.taming import (
 # --8<-- [end:imports]
 
 __all__ = ["AttentionSpec", "ConfigurableAttention", "LayerCache"]
+
+
+# Why a rolling cache does not fit: keys turn once, at their own positions.
+WHY = "its window layers are kind='window' in the spec, with its new_cache()"
 
 
 # --8<-- [start:spec]
@@ -165,9 +170,10 @@ class ConfigurableAttention(nn.Module):
     # --8<-- [end:layer]
 
     # --8<-- [start:attend]
-    def attend(self, q, k, v, mask=None) -> torch.Tensor:
+    def attend(self, q, k, v, mask=None, *, return_weights=False):
         """q (B, H, Tn, D), k, v (B, G, Ta, D), mask (Tn, Ta) bool (None:
-        causal, Tn == Ta) -> the heads' outputs (B, H, Tn, D).
+        causal, Tn == Ta) -> the heads' outputs (B, H, Tn, D), and with
+        return_weights the weights (B, H, Tn, Ta).
 
         Without a cap or sinks, the fused kernel; with them, written out.
         """
@@ -176,7 +182,7 @@ class ConfigurableAttention(nn.Module):
         # Copies of the key/value heads: measured once on this project's CPU
         # machine, the fused kernel ran faster on them than with enable_gqa.
         k, v = expand_kv(k, group), expand_kv(v, group)  # (B, H, Ta, D)
-        if s.softcap is None and not s.sinks:
+        if s.softcap is None and not s.sinks and not return_weights:
             return F.scaled_dot_product_attention(
                 q, k, v, attn_mask=mask, is_causal=mask is None, scale=self.scale
             )
@@ -191,26 +197,32 @@ class ConfigurableAttention(nn.Module):
             weights = sink_softmax(scores, self.sinks)
         else:
             weights = scores.softmax(dim=-1)
-        return weights @ v  # (B, H, Tn, D)
+        y = weights @ v  # (B, H, Tn, D)
+        return (y, weights) if return_weights else y
 
-    def forward(self, x: torch.Tensor, cache: LayerCache | None = None):
+    def forward(self, x, cache=None, *, return_weights=False):
         """x (B, T, C) at positions 0 .. T - 1, or, with a cache, right after
-        the positions it has seen (which it then holds too) -> (B, T, C)."""
+        the positions it has seen (which it then holds too) -> (B, T, C); with
+        return_weights, also the weights (B, H, T, T_all)."""
         s, (B, T, _) = self.spec, x.shape
         offset = 0 if cache is None else cache.seen
         q, k, v = self.project(x, offset)
         q_pos = torch.arange(offset, offset + T, device=x.device)
         if cache is not None:
+            check_cache(cache, (LayerCache,), "ConfigurableAttention", WHY)
             (k, v), k_pos = cache.add(k, v)
             mask = visible(q_pos, k_pos, s.kind, s.size)
         else:  # the square: causal is the kernel's own flag
             mask = (
                 None if s.kind == "full" else visible(q_pos, q_pos, s.kind, s.size)
             )
-        y = self.attend(q, k, v, mask).transpose(1, 2).reshape(B, T, -1)
+        y = self.attend(q, k, v, mask, return_weights=return_weights)
+        y, weights = y if return_weights else (y, None)
+        y = y.transpose(1, 2).reshape(B, T, -1)  # (B, T, H * D)
         if s.gate:
             y = gate_output(y, self.gate(x), s.n_head)  # (B, T, H * D)
-        return self.proj(y)  # (B, T, C)
+        y = self.proj(y)  # (B, T, C)
+        return (y, weights) if return_weights else y
 
     def new_cache(self) -> LayerCache:
         """An empty cache of this layer's kind."""

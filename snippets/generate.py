@@ -10,12 +10,9 @@ C channels, H heads, D head size, V vocabulary size, L layers.
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 
-from snippets.attention import CausalSelfAttention, alibi_mask, apply_position
-from snippets.kv_heads import GroupedQueryAttention, MultiHeadLatentAttention
+from snippets.cache import LayerCache, LinearState, ModelCache
 from snippets.linear_attention import GatedDeltaNet
-from snippets.linear_cache import LinearState
 from snippets.model import GPT
 
 # --8<-- [end:imports]
@@ -25,7 +22,6 @@ __all__ = [
     "next_token_probs",
     "pick_next",
     "KVCache",
-    "forward_with_cache",
     "stream",
     "generate",
     "load_model",
@@ -154,14 +150,17 @@ def pick_next(
 
 
 # --8<-- [start:kv_cache]
-class KVCache:
+class KVCache(ModelCache):
     """What every layer must keep of the positions computed so far.
 
     Keys and values, (L, B, G, T_max, D) each, where G is the number of key/value
     heads (H without sharing); or, for attention="mla", the latents,
     (L, B, T_max, R). T_max is the longest sequence the model accepts
     (context_length, or max_length if set). Allocated once and filled in place:
-    appending never copies what is already there.
+    appending never copies what is already there. Layer i's cache,
+    `layers[i]`, is a LayerCache writing into row i; a Gated DeltaNet block
+    (layer_types) keeps a fixed-size LinearState instead, and its row stays
+    empty. `model(idx, cache=cache)` reads and extends it (snippets/cache.py).
 
     Args:
         model: gives L, the heads, D or R, T_max, the dtype and the device.
@@ -177,124 +176,26 @@ class KVCache:
         if config.attention == "mla":
             R = config.kv_latent
             self.latent = torch.zeros(L, batch_size, T_max, R, **like)
+            rows = [(self.latent[i],) for i in range(L)]
         else:
             G = config.n_kv_head or config.n_head  # None: one per query head
             self.k = torch.zeros(L, batch_size, G, T_max, D, **like)
             self.v = torch.zeros_like(self.k)
-        # A Gated DeltaNet block (layer_types) keeps a fixed-size state instead;
-        # its rows of k and v stay empty.
-        self.linear = {
-            i: LinearState(block.attn, batch_size)
-            for i, block in enumerate(model.blocks)
+            rows = [(self.k[i], self.v[i]) for i in range(L)]
+        super().__init__(
+            LinearState(block.attn, batch_size)
             if isinstance(block.attn, GatedDeltaNet)
-        }
-        self.length = 0  # positions 0 .. length - 1 are filled
-        self.capacity = T_max
-        # Named in the error of a full cache: the field that set the capacity.
-        self.limit = "max_length" if config.max_length else "context_length"
+            else LayerCache(buffers=row)
+            for block, row in zip(model.blocks, rows, strict=True)
+        )
 
     def tensors(self) -> list[torch.Tensor]:
         """Everything the cache holds (for counting its bytes)."""
-        states = [t for state in self.linear.values() for t in state.tensors()]
+        states = [t for c in self.layers if isinstance(c, LinearState)
+                  for t in c.tensors()]  # fmt: skip
         if hasattr(self, "latent"):
             return [self.latent, *states]
         return [self.k, self.v, *states]
-
-
-def attend_with_cache(
-    attn: CausalSelfAttention | GroupedQueryAttention | MultiHeadLatentAttention,
-    x: torch.Tensor,
-    cache: KVCache,
-    layer: int,
-) -> torch.Tensor:
-    """attn(x) for new positions only: x (B, T_new, C) -> (B, T_new, C).
-
-    The new positions' keys and values (or latents) go into the cache; their
-    queries attend to every position in it: all earlier ones and their own.
-
-    Args:
-        attn: the layer, whose weights are used.
-        x: the layer's input (B, T_new, C) at the new positions.
-        cache: what earlier positions left; written to.
-        layer: the index of this layer in the cache.
-
-    Returns:
-        (B, T_new, C), what attn would give at those positions.
-    """
-    B, T_new, C = x.shape
-    start, end = cache.length, cache.length + T_new
-    if isinstance(attn, MultiHeadLatentAttention):
-        cache.latent[layer, :, start:end] = attn.latent(x)  # (B, T_new, R)
-        # Read the latents as they are, without projecting them up to keys.
-        return attn.attend_absorbed(x, cache.latent[layer, :, :end])
-    if isinstance(attn, CausalSelfAttention):  # its layout is GQA's with G = H
-        H = G = attn.n_head
-    else:
-        H, G = attn.n_head, attn.n_kv_head
-    D = C // H
-    q, k, v = attn.qkv(x).split([H * D, G * D, G * D], dim=-1)
-    q = q.view(B, T_new, H, D).transpose(1, 2)  # (B, H, T_new, D)
-    k = k.view(B, T_new, G, D).transpose(1, 2)  # (B, G, T_new, D)
-    # RoPE turns the new queries and keys to their own positions, start onwards;
-    # cached keys were turned when they were new and stay as they are.
-    q, k = apply_position(q, k, attn.position, offset=start)
-    cache.k[layer, :, :, start:end] = k
-    cache.v[layer, :, :, start:end] = v.view(B, T_new, G, D).transpose(1, 2)
-    keys = cache.k[layer, :, :, :end]  # (B, G, end, D)
-    values = cache.v[layer, :, :, :end]  # (B, G, end, D)
-    if attn.position == "alibi":
-        # Rows start .. end - 1 of the (H, end, end) bias, causal part included.
-        mask = alibi_mask(H, T_new, end).to(device=x.device, dtype=q.dtype)
-    elif T_new == 1:
-        mask = None  # the newest position may see every position
-    else:
-        # New position start + i sees keys 0 .. start + i: the causal mask,
-        # shifted right by the cached positions. (T_new, end) bool.
-        mask = torch.ones(T_new, end, dtype=torch.bool, device=x.device)
-        mask = mask.tril(diagonal=start)
-    # enable_gqa: query head h reads key/value head h // (H // G).
-    y = F.scaled_dot_product_attention(
-        q, keys, values, attn_mask=mask, enable_gqa=True
-    )  # (B, H, T_new, D)
-    y = y.transpose(1, 2).contiguous().view(B, T_new, C)  # (B, T_new, C)
-    return attn.proj(y)
-
-
-@torch.no_grad()
-def forward_with_cache(model: GPT, idx: torch.Tensor, cache: KVCache):
-    """model(idx)[0] for tokens at positions cache.length onwards, from the cache.
-
-    The same steps as GPT.forward and Block.forward, written with the model's own
-    modules; the tests check that the logits are the ones a full forward pass
-    computes.
-
-    Args:
-        model: a GPT with attention="fused".
-        idx: token ids (B, T_new) at positions cache.length onwards.
-        cache: the keys and values of earlier positions; extended.
-
-    Returns:
-        logits (torch.Tensor): (B, T_new, V).
-
-    Raises:
-        ValueError: the new positions do not fit into context_length.
-    """
-    B, T_new = idx.shape
-    if cache.length + T_new > cache.capacity:
-        raise ValueError(
-            f"{cache.length} cached + {T_new} new positions exceed "
-            f"{cache.limit}={cache.capacity}"
-        )
-    x = model.drop(model.embed(idx, start=cache.length))  # (B, T_new, C)
-    for layer, block in enumerate(model.blocks):
-        if layer in cache.linear:  # a Gated DeltaNet block: its state moves on
-            attention = cache.linear[layer].step(block.attn, block.ln1(x))
-        else:
-            attention = attend_with_cache(block.attn, block.ln1(x), cache, layer)
-        x = x + block.drop(attention)
-        x = x + block.mlp(block.ln2(x))  # (B, T_new, C)
-    cache.length += T_new
-    return model.lm_head(model.ln_f(x))  # (B, T_new, C) -> (B, T_new, V)
 
 
 # --8<-- [end:kv_cache]
@@ -367,21 +268,21 @@ def stream(
                 "kv_cache=False"
             )
         cache = KVCache(model, idx.size(0))
-        logits = forward_with_cache(model, idx[:, -T_max:], cache)  # the prompt
+        logits, _ = model(idx[:, -T_max:], cache=cache)  # the prompt
         for i in range(max_new_tokens):
             next_id = pick_next(logits[:, -1], **sampling)  # (B, 1)
             idx = torch.cat([idx, next_id], dim=1)
             yield next_id
             if i == max_new_tokens - 1:
                 break  # nobody needs the logits after the last token
-            if cache.length < T_max:
-                logits = forward_with_cache(model, next_id, cache)  # one position
+            if cache.seen < T_max:
+                logits, _ = model(next_id, cache=cache)  # one position
             else:
                 # Full. With learned absolute positions, dropping the oldest
                 # token moves every other one to a new position: all their
                 # keys and values change. Start again from the cropped context.
                 cache = KVCache(model, idx.size(0))  # and fresh linear states
-                logits = forward_with_cache(model, idx[:, -T_max:], cache)
+                logits, _ = model(idx[:, -T_max:], cache=cache)
     finally:
         model.train(was_training)
 

@@ -18,10 +18,10 @@ from snippets.attention import (
     _check_input,
     _check_positive_int,
     alibi_mask,
-    apply_position,
     scaled_dot_product_attention,
 )
-from snippets.positions import check_position
+from snippets.cache import LayerCache, RollingCache, check_cache, read
+from snippets.positions import apply_rope, check_position
 
 # --8<-- [end:imports]
 
@@ -148,19 +148,20 @@ class GroupedQueryAttention(nn.Module):
         self.qkv = nn.Linear(n_embed, (n_head + 2 * n_kv_head) * D, bias=False)
         self.proj = nn.Linear(n_embed, n_embed)
 
-    def project(self, x: torch.Tensor, offset: int = 0):
-        """x (B, T, C) -> q (B, H, T, D), k (B, G, T, D), v (B, G, T, D).
-
-        x holds positions offset .. offset + T - 1 (where RoPE turns q and k to).
-        """
+    def project(self, x: torch.Tensor):
+        """x (B, T, C) -> q (B, H, T, D), k (B, G, T, D), v (B, G, T, D), before
+        RoPE turns them (`turn`)."""
         B, T, C = x.shape
         H, G, D = self.n_head, self.n_kv_head, C // self.n_head
         q, k, v = self.qkv(x).split([H * D, G * D, G * D], dim=-1)
         q = q.view(B, T, H, D).transpose(1, 2)  # (B, T, H*D) -> (B, H, T, D)
         k = k.view(B, T, G, D).transpose(1, 2)  # (B, T, G*D) -> (B, G, T, D)
         v = v.view(B, T, G, D).transpose(1, 2)  # (B, T, G*D) -> (B, G, T, D)
-        q, k = apply_position(q, k, self.position, offset)  # RoPE: per head
         return q, k, v
+
+    def turn(self, t: torch.Tensor, offset: int) -> torch.Tensor:
+        """RoPE turns rows of t to positions offset..; other schemes do not."""
+        return apply_rope(t, offset) if self.position == "rope" else t
 
     def attend(self, q, k, v, *, return_weights: bool = False):
         """The last T_new positions attend to all T_all: the cache uses this too.
@@ -186,13 +187,11 @@ class GroupedQueryAttention(nn.Module):
         y = self.proj(y)  # (B, T_new, C)
         return (y, weights) if return_weights else y
 
-    def forward(self, x: torch.Tensor, *, return_weights: bool = False):
-        """x (B, T, C) -> out (B, T, C).
-
-        With return_weights=True, returns (out, weights (B, H, T, T)).
-        """
+    def forward(self, x: torch.Tensor, cache=None, *, return_weights=False):
+        """x (B, T, C) -> out (B, T, C); with return_weights=True, returns (out,
+        weights (B, H, T, T_all)). A cache (snippets/cache.py) holds G heads."""
         _check_input(x, self.n_embed, self.context_length, self.max_length)
-        q, k, v = self.project(x)
+        q, k, v = read(cache, *self.project(x), self.turn)  # RoPE; + the cache
         return self.attend(q, k, v, return_weights=return_weights)
 
     @classmethod
@@ -302,13 +301,19 @@ class MultiHeadLatentAttention(nn.Module):
         y = self.proj(y.transpose(1, 2).reshape(B, T_new, C))  # (B, T_new, C)
         return (y, weights) if return_weights else y
 
-    def forward(self, x: torch.Tensor, *, return_weights: bool = False):
-        """x (B, T, C) -> out (B, T, C).
-
-        With return_weights=True, returns (out, weights (B, H, T, T)).
-        """
+    def forward(self, x: torch.Tensor, cache=None, *, return_weights=False):
+        """x (B, T, C) -> out (B, T, C); with return_weights=True, returns (out,
+        weights (B, H, T, T_all)). A cache keeps the latents; a step reads them
+        as they are (attend_absorbed)."""
         _check_input(x, self.n_embed, self.context_length, self.max_length)
-        return self.attend(x, self.latent(x), return_weights=return_weights)
+        c = self.latent(x)  # (B, T, R)
+        if cache is None:
+            return self.attend(x, c, return_weights=return_weights)
+        check_cache(cache, (LayerCache, RollingCache), "MultiHeadLatentAttention")
+        (c,), _ = cache.add(c)  # (B, T_all, R): every latent so far
+        if return_weights:  # the written-out form keeps the weights
+            return self.attend(x, c, return_weights=True)
+        return self.attend_absorbed(x, c)
 
     # --8<-- [end:mla]
 

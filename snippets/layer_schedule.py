@@ -21,7 +21,6 @@ __all__ = [
     "visible",
     "repeat_schedule",
     "nope_temperature",
-    "LayerCache",
 ]
 
 # The kinds of layer: every earlier key, the last `window` keys, or the keys of
@@ -93,48 +92,3 @@ def nope_temperature(
 
 
 # --8<-- [end:temperature]
-
-
-# --8<-- [start:cache]
-class LayerCache:
-    """One layer's cache for any kind: what its future queries can still see.
-
-    Holds tensors with time on dim -2 (keys and values (B, G, T, D); MLA's
-    latents (B, T, R) and rope keys (B, T, Dr)) and their positions. After
-    each step a window layer keeps the size - 1 keys the next query sees
-    besides its own (size with it), a chunk layer the keys of the next
-    query's chunk, a full layer everything.
-    """
-
-    def __init__(self, kind: str = "full", size: int | None = None):
-        zero = torch.zeros(1, dtype=torch.long)
-        visible(zero, zero, kind, size)  # checks kind and size
-        self.kind, self.size = kind, size
-        self.tensors: tuple[torch.Tensor, ...] = ()
-        self.positions = torch.zeros(0, dtype=torch.long)
-        self.seen = 0  # positions so far: the next one is `seen`
-
-    def __len__(self) -> int:
-        return self.positions.numel()
-
-    def add(self, *new: torch.Tensor):
-        """Append the new positions' tensors; return (all tensors this step
-        attends to, their positions (T_all,)), and keep only what is needed."""
-        T_new = new[0].size(-2)
-        fresh = torch.arange(self.seen, self.seen + T_new, device=new[0].device)
-        if self.tensors:
-            new = tuple(
-                torch.cat([a, b], dim=-2)
-                for a, b in zip(self.tensors, new, strict=True)
-            )
-            fresh = torch.cat([self.positions.to(fresh.device), fresh])
-        self.seen += T_new
-        next_query = torch.tensor([self.seen], device=fresh.device)
-        keep = visible(next_query, fresh, self.kind, self.size)[0]  # (T_all,)
-        keep = keep.nonzero().flatten()
-        self.tensors = tuple(t.index_select(-2, keep) for t in new)
-        self.positions = fresh[keep]
-        return new, fresh
-
-
-# --8<-- [end:cache]

@@ -20,6 +20,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 
+from snippets.cache import LinearState, check_cache
+
 # --8<-- [end:imports]
 
 __all__ = [
@@ -302,17 +304,40 @@ class GatedDeltaNet(nn.Module):
         )  # (B, T, H) <= 0
         return q, k, v, g.transpose(1, 2), beta
 
-    def forward(self, x: torch.Tensor, *, recurrent: bool = False) -> torch.Tensor:
-        """x (B, T, C) -> (B, T, C); recurrent=True uses the step-by-step form."""
+    def forward(self, x, cache=None, *, return_weights=False, recurrent=False):
+        """x (B, T, C) -> (B, T, C); recurrent=True uses the step-by-step form.
+
+        With a cache (a LinearState), x holds the positions after those it has
+        seen: the state moves on past them (one token: one recurrent step).
+        """
         if x.dim() != 3 or x.size(-1) != self.q.in_features:
             raise ValueError(
                 f"x must be (B, T, {self.q.in_features}), got {tuple(x.shape)}"
             )
-        q, k, v, g, beta = self.gates(x)
+        if return_weights:
+            raise ValueError(
+                "GatedDeltaNet has no attention weights: it mixes positions "
+                "through a fixed-size state, never a (T, T) matrix of weights"
+            )
+        state = None
+        if cache is None:
+            q, k, v, g, beta = self.gates(x)
+        else:  # the convolution reads the cached inputs before x
+            why = "a linear layer keeps a fixed-size state, never keys and values"
+            check_cache(cache, (LinearState,), "GatedDeltaNet", why)
+            w, state = cache.recent.size(1), cache.S
+            context = torch.cat([cache.recent, x], dim=1)  # (B, w + T, C)
+            q, k, v, g, beta = (t[:, :, w:] for t in self.gates(context))
+            cache.recent = context[:, context.size(1) - w :]
+            recurrent = recurrent or x.size(1) == 1
         if recurrent:
-            o, _ = gated_delta_recurrent(q, k, v, g, beta)
+            o, state = gated_delta_recurrent(q, k, v, g, beta, state)
         else:
-            o, _ = gated_delta_chunked(q, k, v, g, beta, chunk_size=self.chunk_size)
+            o, state = gated_delta_chunked(
+                q, k, v, g, beta, state, chunk_size=self.chunk_size
+            )
+        if cache is not None:
+            cache.S, cache.seen = state, cache.seen + x.size(1)
         o = o.transpose(1, 2)  # (B, T, H, V)
         o = (
             o

@@ -27,12 +27,17 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from snippets.layer_schedule import LayerCache, visible
+from snippets.cache import LayerCache, check_cache
+from snippets.layer_schedule import visible
 from snippets.rope_scaling import RopeSpec, rotate
 
 # --8<-- [end:imports]
 
 __all__ = ["MLASpec", "LatentAttention"]
+
+
+# Why a rolling cache does not fit: the rope keys turn once, when new.
+WHY = "it caches rope keys turned at their own positions; use its new_cache()"
 
 
 # --8<-- [start:spec]
@@ -146,14 +151,17 @@ class LatentAttention(nn.Module):
     # --8<-- [end:layer]
 
     # --8<-- [start:absorbed]
-    def attend_absorbed(self, q_nope, q_rope, c, k_rope, mask=None) -> torch.Tensor:
+    def attend_absorbed(
+        self, q_nope, q_rope, c, k_rope, mask=None, *, weights=False
+    ):
         """attend's result, reading the latents and rope keys as they are.
 
         Score of head h: q_nope . (W_uk,h c) + q_rope . k_rope
                        = (W_uk,h^T q_nope) . c + q_rope . k_rope,
         so each head scores [c | k_rope] with the query [W_uk,h^T q_nope |
         q_rope]: one shared key "head" of width R + Dr. The output
-        sum_j w_j W_uv,h c_j = W_uv,h (sum_j w_j c_j). Same arguments as attend.
+        sum_j w_j W_uv,h c_j = W_uv,h (sum_j w_j c_j). Same arguments as attend;
+        weights=True returns the weights (B, H, Tn, Ta) too.
         """
         B, H, Tn, _ = q_nope.shape
         w_k, w_v = self._up()  # (H, Dn, R), (H, Dv, R)
@@ -166,26 +174,32 @@ class LatentAttention(nn.Module):
             mask = torch.ones(Tn, Ta, dtype=torch.bool, device=c.device).tril(
                 Ta - Tn
             )
-        weights = scores.masked_fill(~mask, float("-inf")).softmax(dim=-1)
-        y_latent = weights @ c.unsqueeze(1)  # (B, H, Tn, R)
+        w = scores.masked_fill(~mask, float("-inf")).softmax(dim=-1)
+        y_latent = w @ c.unsqueeze(1)  # (B, H, Tn, R)
         y = y_latent @ w_v.transpose(1, 2)  # (B, H, Tn, R) x (H, R, Dv)
-        return self.proj(y.transpose(1, 2).reshape(B, Tn, -1))
+        y = self.proj(y.transpose(1, 2).reshape(B, Tn, -1))
+        return (y, w) if weights else y
 
     # --8<-- [end:absorbed]
 
-    def forward(self, x: torch.Tensor, cache=None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, cache=None, *, return_weights=False):
         """x (B, T, C) at positions 0 .. T - 1, or after the cache's positions:
         then only [c | k_rope] of the new positions join the cache, and the
-        step reads it absorbed."""
-        if cache is None:
+        step reads it absorbed (as return_weights does, to keep the weights)."""
+        if cache is None and not return_weights:
             q_nope, q_rope = self.queries(x)
             return self.attend(q_nope, q_rope, *self.latents(x))
-        offset = cache.seen
+        offset, mask = 0 if cache is None else cache.seen, None
         q_nope, q_rope = self.queries(x, offset)
-        (c, k_rope), k_pos = cache.add(*self.latents(x, offset))
-        q_pos = torch.arange(offset, offset + x.size(1), device=x.device)
-        mask = visible(q_pos, k_pos)
-        return self.attend_absorbed(q_nope, q_rope, c, k_rope, mask)
+        c, k_rope = self.latents(x, offset)
+        if cache is not None:
+            check_cache(cache, (LayerCache,), "LatentAttention", WHY)
+            (c, k_rope), k_pos = cache.add(c, k_rope)
+            q_pos = torch.arange(offset, offset + x.size(1), device=x.device)
+            mask = visible(q_pos, k_pos)
+        return self.attend_absorbed(
+            q_nope, q_rope, c, k_rope, mask, weights=return_weights
+        )
 
     def new_cache(self) -> LayerCache:
         """An empty cache: latents and rope keys of every position."""

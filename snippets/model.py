@@ -259,14 +259,18 @@ class Block(nn.Module):
         self.ln2 = nn.LayerNorm(C)
         self.mlp = MLP(config)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """x (B, T, C) -> (B, T, C)."""
+    def forward(self, x: torch.Tensor, cache=None, *, return_weights=False):
+        """x (B, T, C) -> (B, T, C); with return_weights, also the attention
+        weights. A cache (snippets/cache.py) goes to the attention layer."""
         # Each sublayer reads a normalised copy of the stream and adds its result.
         # The stream itself is never normalised on the way through: a block starts
         # close to the identity, and gradients reach the first layers undiminished.
-        x = x + self.drop(self.attn(self.ln1(x)))  # positions exchange information
+        cached = () if cache is None else (cache,)  # the per-head layer takes none
+        out = self.attn(self.ln1(x), *cached, return_weights=return_weights)
+        out, weights = out if return_weights else (out, None)
+        x = x + self.drop(out)  # positions exchange information
         x = x + self.mlp(self.ln2(x))  # each position works on what it gathered
-        return x
+        return (x, weights) if return_weights else x
 
 
 # --8<-- [end:block]
@@ -313,31 +317,42 @@ class GPT(nn.Module):
         if isinstance(module, nn.Linear) and module.bias is not None:
             nn.init.zeros_(module.bias)
 
-    def forward(
-        self, idx: torch.Tensor, targets: torch.Tensor | None = None
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def forward(self, idx, targets=None, *, cache=None, return_weights=False):
         """Next-token scores at every position, and their loss given targets.
 
         Args:
             idx: token ids (B, T), integers in [0, V), T <= context_length.
             targets: the next token at every position (B, T), or None.
+            cache: None, or a ModelCache (snippets/cache.py; the generation
+                page's KVCache): idx holds the positions after those it has
+                seen, and every layer adds what it keeps.
+            return_weights: also return every layer's attention weights.
 
         Returns:
             logits (B, T, V), and the loss: a scalar tensor (lm_loss), or None
-                without targets.
+                without targets; with return_weights, a third item: L tensors
+                (B, H, T, T_all), T_all counting the cached positions too.
 
         Raises:
             TypeError: idx is not an integer tensor.
-            ValueError: idx is not 2-D, T > context_length, or an id is outside
-                [0, V).
+            ValueError: idx is not 2-D, T > context_length (with a cache: the
+                cached and new positions together), or an id is outside [0, V).
         """
         self._check_idx(idx)
-        x = self.drop(self.embed(idx))  # (B, T, C)
-        for block in self.blocks:
-            x = block(x)  # (B, T, C)
+        if cache is not None:
+            self._check_cache(idx, cache)
+        start = 0 if cache is None else cache.seen
+        x = self.drop(self.embed(idx, start))  # (B, T, C)
+        weights = []
+        for i, block in enumerate(self.blocks):
+            layer_cache = None if cache is None else cache.layers[i]
+            x = block(x, layer_cache, return_weights=return_weights)  # (B, T, C)
+            if return_weights:
+                x, w = x
+                weights.append(w)
         logits = self.lm_head(self.ln_f(x))  # (B, T, C) -> (B, T, V)
         loss = None if targets is None else lm_loss(logits, targets)  # scalar
-        return logits, loss
+        return (logits, loss, weights) if return_weights else (logits, loss)
 
     # --8<-- [start:embed]
     def embed(self, idx: torch.Tensor, start: int = 0) -> torch.Tensor:
@@ -396,6 +411,32 @@ class GPT(nn.Module):
             raise ValueError(
                 f"token id {idx[b, t].item()} at (b={b}, t={t}) is out of range "
                 f"for vocab_size={V}: ids run from 0 to {V - 1}"
+            )
+
+    def _check_cache(self, idx: torch.Tensor, cache) -> None:
+        """The new positions must fit: the table's rows, or max_length for the
+        positions attention covers (a rolling cache's never pass its window)."""
+        config = self.config
+        if config.attention == "per-head":
+            raise TypeError(
+                "a cache needs attention='fused' or 'mla': the per-head layer "
+                "keeps no keys; convert it with GPT.from_per_head(model)"
+            )
+        if len(getattr(cache, "layers", ())) != config.n_layer:
+            raise ValueError(
+                f"cache must be a ModelCache with one cache per layer "
+                f"(n_layer={config.n_layer}), got {type(cache).__name__}"
+            )
+        T, seen = idx.size(-1), cache.seen
+        limit = config.longest  # learned: context_length, the table's rows
+        name = "max_length" if config.max_length else "context_length"
+        # Positions in the embeddings count from the stream's start; RoPE's and
+        # ALiBi's only across what attention covers.
+        absolute = config.position in ("learned", "sinusoidal")
+        span = seen + T if absolute else cache.span(T)
+        if span > limit:
+            raise ValueError(
+                f"{seen} cached + {T} new positions exceed {name}={limit}"
             )
 
     @classmethod

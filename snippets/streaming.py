@@ -4,18 +4,16 @@ A model trained on T tokens meets a stream of any length. Three ways to read it
 with a window of W tokens: recompute the last W tokens for each new token; keep
 a rolling KV cache of the last W tokens; or keep the first `sinks` tokens in the
 cache for good as well (StreamingLLM, Xiao et al. 2023). Needs torch and, from
-this folder, model.py (the GPT), positions.py (RoPE) and taming.py (its layer).
+this folder, model.py (the GPT) and cache.py (the rolling cache of a layer).
 Shape letters: B batch, T sequence length, C channels, H heads, D head size,
 L layers, V vocabulary.
 """
 
 # --8<-- [start:imports]
 import torch
-import torch.nn.functional as F
 
+from snippets.cache import ModelCache, RollingCache, check_window
 from snippets.model import GPT
-from snippets.positions import apply_rope
-from snippets.taming import TamedAttention
 
 # --8<-- [end:imports]
 
@@ -26,17 +24,6 @@ __all__ = [
     "recompute_logits",
     "first_token_attention",
 ]
-
-
-def _check_window(window: int, sinks: int) -> None:
-    for name, value, low in (("window", window, 1), ("sinks", sinks, 0)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            raise ValueError(f"{name} ({value!r}) must be an int >= {low}")
-    if sinks >= window:
-        raise ValueError(
-            f"sinks ({sinks}) must be < window ({window}): the window must keep "
-            f"room for the newest token"
-        )
 
 
 def _check_rope(model: GPT) -> None:
@@ -51,13 +38,14 @@ def _check_rope(model: GPT) -> None:
 
 
 # --8<-- [start:cache]
-class RollingKVCache:
+class RollingKVCache(ModelCache):
     """Keys and values of at most `window` tokens for every layer.
 
     When full, the oldest token is dropped, except the first `sinks` tokens of
     the stream, which stay for good. Keys are stored *before* RoPE's rotation:
     each step rotates them to their place in the cache, 0 .. n - 1, so the
     distances the model sees never exceed window - 1 (StreamingLLM's rule).
+    One RollingCache (snippets/cache.py) per layer.
 
     Args:
         n_layer: L. window: W, the most tokens held, the newest included.
@@ -65,35 +53,8 @@ class RollingKVCache:
     """
 
     def __init__(self, n_layer: int, window: int, sinks: int = 0):
-        _check_window(window, sinks)
+        super().__init__(RollingCache(window, sinks) for _ in range(n_layer))
         self.window, self.sinks = window, sinks
-        self.k: list[torch.Tensor | None] = [None] * n_layer  # (B, H, n, D) each
-        self.v: list[torch.Tensor | None] = [None] * n_layer
-        self.seen = 0  # tokens of the stream read so far
-
-    def __len__(self) -> int:
-        return 0 if self.k[0] is None else self.k[0].size(2)
-
-    def make_room(self) -> None:
-        """Drop the oldest non-sink token of every layer if the cache is full."""
-        if len(self) < self.window:
-            return
-        s = self.sinks
-        for layer in range(len(self.k)):
-            for store in (self.k, self.v):
-                kept = store[layer]  # (B, H, W, D)
-                # the sinks, then every token but the oldest after them
-                kept = torch.cat([kept[:, :, :s], kept[:, :, s + 1 :]], dim=2)
-                store[layer] = kept  # (B, H, W - 1, D)
-
-    def add(self, layer: int, k: torch.Tensor, v: torch.Tensor):
-        """Append a token's key and value (B, H, 1, D); return all (B, H, n, D)."""
-        if self.k[layer] is None:
-            self.k[layer], self.v[layer] = k, v
-        else:
-            self.k[layer] = torch.cat([self.k[layer], k], dim=2)  # (B, H, n, D)
-            self.v[layer] = torch.cat([self.v[layer], v], dim=2)
-        return self.k[layer], self.v[layer]
 
 
 # --8<-- [end:cache]
@@ -106,37 +67,11 @@ def stream_step(
 ) -> torch.Tensor:
     """Read one token of each stream: token (B, 1) -> next-token logits (B, V).
 
-    The same steps as GPT.forward for one position, attending to the cache.
-    RoPE: the cached keys sit at positions 0 .. n - 1, the new query at n - 1.
+    GPT.forward for one position, each layer attending to its rolling cache.
+    RoPE: the cached keys sit at places 0 .. n - 1, the new query at n - 1.
     """
     _check_rope(model)
-    cache.make_room()
-    x = model.tok_emb(token)  # (B, 1) -> (B, 1, C); RoPE adds no position vector
-    B, _, C = x.shape
-    for layer, block in enumerate(model.blocks):
-        attn, h = block.attn, block.ln1(x)  # (B, 1, C)
-        tamed = isinstance(attn, TamedAttention)  # the taming-softmax pieces
-        if tamed:
-            q, k, v = attn.heads(h)  # (B, H, 1, D) each, QK-norm applied
-        else:
-            H, D = attn.n_head, C // attn.n_head
-            q, k, v = attn.qkv(h).split(C, dim=-1)  # 3 x (B, 1, C)
-            # (B, 1, C) -> (B, H, 1, D) each
-            q, k, v = (t.view(B, 1, H, D).transpose(1, 2) for t in (q, k, v))
-        keys, values = cache.add(layer, k, v)  # (B, H, n, D), keys not yet rotated
-        n = keys.size(2)
-        q = apply_rope(q, offset=n - 1)  # the newest token: the last place
-        keys = apply_rope(keys)  # places 0 .. n - 1
-        # no mask: the newest token may see all n cached tokens
-        if tamed:  # sinks, cap and gate as in training
-            y = attn.attend(q, keys, values, h, causal=False)  # (B, 1, C)
-        else:
-            y = F.scaled_dot_product_attention(q, keys, values)  # (B, H, 1, D)
-            y = attn.proj(y.transpose(1, 2).reshape(B, 1, C))  # (B, 1, C)
-        x = x + block.drop(y)
-        x = x + block.mlp(block.ln2(x))  # (B, 1, C)
-    cache.seen += 1
-    return model.lm_head(model.ln_f(x))[:, 0]  # (B, V)
+    return model(token, cache=cache)[0][:, -1]  # (B, 1, V) -> (B, V)
 
 
 def stream_logits(model: GPT, idx: torch.Tensor, window: int, sinks: int = 0):
@@ -163,7 +98,7 @@ def recompute_logits(model: GPT, idx: torch.Tensor, window: int, chunk: int = 25
     sees nothing before it. Costs a whole forward pass per token; the windows
     are batched `chunk` at a time.
     """
-    _check_window(window, 0)
+    check_window(window)
     B, T = idx.shape
     rows = []
     for t in range(min(window, T)):  # the first windows: the stream's start
@@ -194,13 +129,8 @@ def first_token_attention(
     """
     if not 0 <= start < idx.size(1):
         raise ValueError(f"start ({start}) must be in [0, T={idx.size(1)})")
-    x = model.drop(model.embed(idx))  # (B, T, C)
-    shares = []
-    for block in model.blocks:
-        out, weights = block.attn(block.ln1(x), return_weights=True)  # (B, H, T, T)
-        shares.append(weights[:, :, start:, 0].mean(dim=(0, 2)))  # (H,)
-        x = x + block.drop(out)
-        x = x + block.mlp(block.ln2(x))
+    _, _, weights = model(idx, return_weights=True)  # L x (B, H, T, T)
+    shares = [w[:, :, start:, 0].mean(dim=(0, 2)) for w in weights]  # L x (H,)
     return torch.stack(shares)  # (L, H)
 
 

@@ -19,10 +19,10 @@ from snippets.attention import (
     _check_config,
     _check_input,
     alibi_mask,
-    apply_position,
     causal_mask,
 )
-from snippets.positions import check_position
+from snippets.cache import read
+from snippets.positions import apply_rope, check_position
 
 # --8<-- [end:imports]
 
@@ -342,24 +342,28 @@ class TamedAttention(nn.Module):
             q, k = self.norm(q, k)  # before RoPE, as Qwen3 and OLMo 2
         return q, k, v
 
-    def attend(self, q, k, v, x, *, causal=True, return_weights=False):
-        """Rotated q (B, H, T, D), k and v (B, H, T_k, D), the input x (B, T, C).
+    def turn(self, t: torch.Tensor, offset: int) -> torch.Tensor:
+        """RoPE turns rows of t to positions offset..; other schemes do not."""
+        return apply_rope(t, offset) if self.position == "rope" else t
 
-        causal: query i sees keys 0..i (T_k == T); False: every key (the newest
-        token reading a cache). -> (B, T, C), and weights (B, H, T, T_k).
+    def attend(self, q, k, v, x, *, return_weights=False):
+        """Rotated q (B, H, T, D), k and v (B, H, T_k, D), the input x (B, T, C);
+        the queries are the last T of the T_k positions (T_k > T after a cache).
+        -> (B, T, C), and weights (B, H, T, T_k).
         """
         B, H, T, D = q.shape
-        mask = causal_mask(T).to(q.device) if causal else None  # (T, T) bool
+        T_k = k.size(-2)
+        mask = causal_mask(T_k)[-T:].to(q.device)  # (T, T_k) bool: last rows
         if self.position == "alibi":  # a float bias holding the causal mask
-            mask = alibi_mask(H, T, k.size(-2)).to(device=q.device, dtype=q.dtype)
+            mask = alibi_mask(H, T, T_k).to(device=q.device, dtype=q.dtype)
         weights = None
         if self.cap is not None or return_weights:  # the scores, written out
             scores = q @ k.transpose(-2, -1) / math.sqrt(D)  # (B, H, T, T_k)
             if self.cap is not None:
                 scores = soft_cap(scores, self.cap)  # before the mask (Gemma 2)
-            if mask is not None and mask.dtype == torch.bool:
+            if mask.dtype == torch.bool:
                 scores = scores.masked_fill(~mask, float("-inf"))
-            elif mask is not None:
+            else:
                 scores = scores + mask
             if self.sinks is None:
                 weights = F.softmax(scores, dim=-1)
@@ -368,8 +372,8 @@ class TamedAttention(nn.Module):
             y = weights @ v  # (B, H, T, D)
         elif self.sinks is not None:
             y = sink_attention(q, k, v, self.sinks, mask)
-        elif mask is None or mask.dtype == torch.bool:
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        elif T == T_k and mask.dtype == torch.bool:  # the kernel's own mask
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         else:
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
         y = y.transpose(1, 2).reshape(B, T, H * D)  # heads side by side
@@ -378,11 +382,11 @@ class TamedAttention(nn.Module):
         y = self.proj(y)  # (B, T, C)
         return (y, weights) if return_weights else y
 
-    def forward(self, x: torch.Tensor, *, return_weights: bool = False):
-        """x (B, T, C) -> (B, T, C); with return_weights, also (B, H, T, T)."""
+    def forward(self, x: torch.Tensor, cache=None, *, return_weights=False):
+        """x (B, T, C) -> (B, T, C); with return_weights, also (B, H, T, T_all).
+        A cache (snippets/cache.py) adds the positions it has seen."""
         _check_input(x, self.n_embed, self.context_length, self.max_length)
-        q, k, v = self.heads(x)
-        q, k = apply_position(q, k, self.position)  # RoPE turns q and k
+        q, k, v = read(cache, *self.heads(x), self.turn)  # RoPE; + the cache
         return self.attend(q, k, v, x, return_weights=return_weights)
 
 

@@ -14,7 +14,6 @@ from torch.testing import assert_close
 from snippets.generate import (
     KVCache,
     check_sampling,
-    forward_with_cache,
     generate,
     next_token_probs,
     pick_next,
@@ -191,10 +190,10 @@ def test_cached_logits_equal_a_full_forward_pass():
     idx = ids(2, 20)
     cache = KVCache(model, batch_size=2)
     pieces = [
-        forward_with_cache(model, idx[:, a:b], cache)
+        model(idx[:, a:b], cache=cache)[0]
         for a, b in ((0, 7), (7, 8), (8, 9), (9, 15), (15, 20))  # prompt, 1, 1, chunks
     ]
-    assert cache.length == 20
+    assert cache.seen == 20
     with torch.no_grad():
         assert_close(torch.cat(pieces, dim=1), model(idx)[0], rtol=1e-5, atol=1e-5)
 
@@ -224,13 +223,13 @@ def greedy_with_tampered_cache(model, idx, steps: int, tamper) -> torch.Tensor:
     """Greedy generation through the cache, calling tamper(cache) before every step:
     idx (1, T) -> (1, T + steps). The negative control of the cache-equals-recompute tests."""
     cache = KVCache(model, 1)
-    logits = forward_with_cache(model, idx, cache)
+    logits = model(idx, cache=cache)[0]
     out = idx
     for _ in range(steps):
         next_id = logits[:, -1].argmax(-1, keepdim=True)
         out = torch.cat([out, next_id], dim=1)
         tamper(cache)
-        logits = forward_with_cache(model, next_id, cache)
+        logits = model(next_id, cache=cache)[0]
     return out
 
 
@@ -253,9 +252,9 @@ def test_cache_needs_the_fused_layer_and_has_a_capacity():
         generate(per_head, ids(1, 3), 8, greedy=True, kv_cache=False),
     )
     cache = KVCache(fused, 1)
-    forward_with_cache(fused, ids(1, 20), cache)
+    fused(ids(1, 20), cache=cache)[0]
     with pytest.raises(ValueError, match=r"20 cached \+ 5 new positions exceed context_length=24"):
-        forward_with_cache(fused, ids(1, 5), cache)
+        fused(ids(1, 5), cache=cache)[0]
 
 
 # --- position schemes ---------------------------------------------------------------------------
@@ -271,9 +270,9 @@ def test_cache_serves_every_position_scheme(position):
     T_all = config.max_length or config.context_length
     idx = ids(2, T_all)
     cache = KVCache(model, batch_size=2)
-    assert cache.capacity == T_all
+    assert cache.k.size(3) == T_all  # (L, B, G, T_max, D): room for every position
     cuts = (0, 7, 8, 9, T_all - 5, T_all)  # a prompt, single tokens, chunks
-    pieces = [forward_with_cache(model, idx[:, a:b], cache) for a, b in itertools.pairwise(cuts)]
+    pieces = [model(idx[:, a:b], cache=cache)[0] for a, b in itertools.pairwise(cuts)]
     with torch.no_grad():
         assert_close(torch.cat(pieces, dim=1), model(idx)[0], rtol=1e-5, atol=1e-5)
     cached = generate(model, idx[:, :5], 30, greedy=True)

@@ -13,7 +13,7 @@ import torch
 from torch.testing import assert_close
 
 from snippets.attention import CausalSelfAttention
-from snippets.generate import KVCache, forward_with_cache, generate
+from snippets.generate import KVCache, generate
 from snippets.kv_heads import (
     GroupedQueryAttention,
     MultiHeadLatentAttention,
@@ -199,7 +199,7 @@ def test_cached_logits_equal_a_full_forward_pass(variant, position):
     idx = ids(2, 24)
     cache = KVCache(model, batch_size=2)
     pieces = [
-        forward_with_cache(model, idx[:, a:b], cache)
+        model(idx[:, a:b], cache=cache)[0]
         for a, b in ((0, 7), (7, 8), (8, 9), (9, 15), (15, 24))  # prompt, 1, 1, chunks
     ]
     with torch.no_grad():
@@ -250,10 +250,10 @@ def test_kv_cache_bytes_is_what_the_cache_holds(variant, dtype):
     B, T = 3, config.context_length
     cache = KVCache(model, batch_size=B)
     idx = ids(B, 4)
-    logits = forward_with_cache(model, idx, cache)  # the prompt, then one token at a time
-    while cache.length < T:
-        logits = forward_with_cache(model, logits[:, -1:].argmax(-1), cache)
-    assert cache.length == T
+    logits = model(idx, cache=cache)[0]  # the prompt, then one token at a time
+    while cache.seen < T:
+        logits = model(logits[:, -1:].argmax(-1), cache=cache)[0]
+    assert cache.seen == T
     held = sum(t.numel() * t.element_size() for t in cache.tensors())
     expected = kv_cache_bytes(
         n_layer=config.n_layer, tokens=T, batch=B,

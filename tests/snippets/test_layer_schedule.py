@@ -6,7 +6,8 @@ import re
 import pytest
 import torch
 
-from snippets.layer_schedule import LayerCache, nope_temperature, repeat_schedule, visible
+from snippets.cache import LayerCache
+from snippets.layer_schedule import nope_temperature, repeat_schedule, visible
 from snippets.masks import causal_mask, sliding_window_mask
 
 T = 20

@@ -53,7 +53,7 @@ def test_cached_decode_is_recomputing_and_keeps_latent_plus_rope_key(q_rank):
         layer(x[:, t : t + 1], cache=cache) for t in range(5, T)
     ]
     assert_close(torch.cat(steps, 1), whole, rtol=1e-5, atol=1e-5)
-    latent, rope_key = cache.tensors
+    latent, rope_key = cache.held
     assert latent.shape == (2, T, SPEC.kv_rank) and rope_key.shape == (2, T, SPEC.rope_head_size)
 
 

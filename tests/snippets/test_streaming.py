@@ -87,7 +87,7 @@ def test_cache_never_holds_more_than_the_window():
     for t in range(idx.size(1)):
         stream_step(model, idx[:, t : t + 1], cache)
         assert len(cache) == min(t + 1, 5)
-        assert all(k.size(2) == len(cache) for k in cache.k + cache.v)
+        assert all(t.size(2) == len(cache) for t in cache.tensors())  # keys, values
     assert cache.seen == 20
 
 

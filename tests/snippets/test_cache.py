@@ -1,5 +1,6 @@
-"""Tests for snippets/linear_cache.py: generation through a `layer_types` GPT, whose
-Gated DeltaNet blocks carry a fixed-size state where softmax blocks carry a KV cache.
+"""Tests for snippets/cache.py, the one cache interface. Here: generation through a
+`layer_types` GPT, whose Gated DeltaNet blocks carry a fixed-size LinearState where
+softmax blocks carry a KV cache (every kind against every layer: test_protocol.py).
 
 Fed in pieces (a prompt, single tokens, chunks), the cached logits equal one full
 forward pass; greedy generation with the cache equals recomputing everything; the
@@ -10,8 +11,8 @@ import pytest
 import torch
 from torch.testing import assert_close
 
-from snippets.generate import KVCache, forward_with_cache, generate
-from snippets.linear_cache import LinearState
+from snippets.cache import LinearState
+from snippets.generate import KVCache, generate
 from snippets.model import GPT, GPTConfig
 
 HYBRID = ("linear", "linear", "softmax", "linear")
@@ -39,9 +40,10 @@ def test_cached_hybrid_logits_equal_a_full_forward_pass(chunk_size):
     model = hybrid(chunk_size=chunk_size)
     idx = ids(2, 20)
     cache = KVCache(model, batch_size=2)
-    assert sorted(cache.linear) == [0, 1, 3]
+    linear = [i for i, c in enumerate(cache.layers) if isinstance(c, LinearState)]
+    assert linear == [0, 1, 3]
     cuts = ((0, 7), (7, 8), (8, 9), (9, 15), (15, 20))  # prompt, 1, 1, chunks
-    pieces = [forward_with_cache(model, idx[:, a:b], cache) for a, b in cuts]
+    pieces = [model(idx[:, a:b], cache=cache)[0] for a, b in cuts]
     with torch.no_grad():
         full = model(idx)[0]
     assert_close(torch.cat(pieces, dim=1), full, rtol=1e-10, atol=1e-10)
@@ -58,10 +60,10 @@ def test_greedy_hybrid_with_the_cache_is_the_recomputed_output(new):
 def test_the_linear_state_does_not_grow():
     model = hybrid()
     cache = KVCache(model, batch_size=1)
-    state = cache.linear[0]
+    state = cache.layers[0]
     before = [t.shape for t in state.tensors()]
-    forward_with_cache(model, ids(1, 3), cache)
-    forward_with_cache(model, ids(1, 1), cache)
+    model(ids(1, 3), cache=cache)
+    model(ids(1, 1), cache=cache)
     assert [t.shape for t in state.tensors()] == before
     assert before == [(1, 2, 8, 8), (1, 3, 32)]  # S (B, H, K, V); 3 earlier inputs (B, 3, C)
     assert isinstance(state, LinearState) and state.S.abs().sum() > 0
