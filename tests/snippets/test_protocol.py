@@ -1,0 +1,233 @@
+"""The one layer protocol, as a matrix: every attention variant a GPT can hold, times
+every operation the guide offers, through `GPT.forward(idx, cache=..., return_weights=...)`.
+
+Operations: the causal forward pass; cached logits equal to one full pass (a prompt,
+single tokens, a chunk) and cached greedy generation equal to recomputing; a rolling
+cache with W >= T equal to the full pass; every layer's attention weights (or the
+named error of a layer that has none); the parameter count; a checkpoint saved and
+loaded. A cell is either checked or refused by design with an error naming why.
+The layers outside GPTConfig (ConfigurableAttention, LatentAttention) get the same
+checks at the layer, with the caches their new_cache() makes.
+"""
+
+import dataclasses
+
+import pytest
+import torch
+from torch.testing import assert_close
+
+from snippets.cache import LayerCache
+from snippets.configurable import AttentionSpec, ConfigurableAttention
+from snippets.generate import KVCache, generate
+from snippets.mla import LatentAttention, MLASpec
+from snippets.model import GPT, GPTConfig, parameter_count
+from snippets.rope_scaling import RopeSpec
+from snippets.streaming import RollingKVCache
+from snippets.train import save_checkpoint
+
+BASE = GPTConfig(vocab_size=20, context_length=16, n_embed=32, n_head=4, n_layer=2)
+V = BASE.vocab_size
+
+VARIANTS = {
+    "plain": {},
+    "sinusoidal": {"position": "sinusoidal"},
+    "rope": {"position": "rope"},
+    "alibi": {"position": "alibi"},
+    "none": {"position": "none"},
+    "per-head": {"attention": "per-head", "position": "rope"},
+    "gqa": {"n_kv_head": 2, "position": "rope"},
+    "mqa": {"n_kv_head": 1, "position": "alibi"},
+    "mla": {"attention": "mla", "kv_latent": 8},
+    "mla-alibi": {"attention": "mla", "kv_latent": 8, "position": "alibi"},
+    "qk-norm-head": {"qk_norm": "head", "position": "rope"},
+    "qk-norm-all": {"qk_norm": "all"},
+    "soft-cap": {"soft_cap": 2.0, "position": "rope"},
+    "sinks": {"sinks": True, "position": "rope"},
+    "gate-elementwise": {"gate": "elementwise"},
+    "gate-head": {"gate": "head", "position": "alibi"},
+    "tamed-all": {"qk_norm": "head", "soft_cap": 2.0, "sinks": True, "gate": "head",
+                  "position": "rope"},  # fmt: skip
+    "hybrid": {"layer_types": ("linear", "softmax"), "position": "rope"},
+    "hybrid-mla": {"layer_types": ("softmax", "linear"), "attention": "mla", "kv_latent": 8},
+    "rope-long": {"position": "rope", "max_length": 24},
+}
+LINEAR = {"hybrid", "hybrid-mla"}  # Gated DeltaNet blocks: no weights, no rolling cache
+
+
+def model_of(name: str) -> GPT:
+    torch.manual_seed(0)
+    model = GPT(dataclasses.replace(BASE, **VARIANTS[name])).double().eval()
+    with torch.no_grad():  # away from the small init, where much agrees by accident
+        for p in model.parameters():
+            p.add_(0.2 * torch.randn_like(p))
+    return model
+
+
+def ids(T: int, B: int = 2, seed: int = 1) -> torch.Tensor:
+    return torch.randint(0, V, (B, T), generator=torch.Generator().manual_seed(seed))
+
+
+def check_cached_equals_full(model: GPT, cache, idx: torch.Tensor, cuts) -> None:
+    """model(idx) fed in pieces through cache equals one full pass."""
+    with torch.no_grad():
+        pieces = [model(idx[:, a:b], cache=cache)[0] for a, b in zip(cuts, cuts[1:])]
+        full = model(idx)[0]
+    assert cache.seen == idx.size(1)
+    assert_close(torch.cat(pieces, dim=1), full, rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_the_forward_pass_is_causal(name):
+    model, idx = model_of(name), ids(12)
+    changed = idx.clone()
+    changed[:, 8:] = (changed[:, 8:] + 1) % V
+    with torch.no_grad():
+        a, b = model(idx)[0], model(changed)[0]
+    assert_close(a[:, :8], b[:, :8], rtol=0, atol=0)
+    assert not torch.allclose(a[:, 8:], b[:, 8:])
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_cached_logits_and_generation_equal_recomputation(name):
+    model = model_of(name)
+    if name == "per-head":  # refused by design: the readable layer keeps no keys
+        with pytest.raises(TypeError, match=r"per-head layer keeps no keys.*from_per_head"):
+            model(ids(3), cache=KVCache(model, 2))
+        return
+    T = model.config.longest
+    check_cached_equals_full(model, KVCache(model, 2), ids(T), (0, 5, 6, 7, T - 3, T))
+    prompt = ids(4, seed=2)
+    cached = generate(model, prompt, 2 * T, greedy=True)  # past the context: starts again
+    assert torch.equal(cached, generate(model, prompt, 2 * T, greedy=True, kv_cache=False))
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_a_rolling_cache_longer_than_the_text_is_the_full_pass(name):
+    model, T = model_of(name), 12
+    cache = RollingKVCache(model.config.n_layer, window=T, sinks=2)
+    if name == "per-head":
+        with pytest.raises(TypeError, match=r"per-head layer keeps no keys"):
+            model(ids(1), cache=cache)
+        return
+    if name in LINEAR:  # refused by design: a fixed-size state rolls nothing
+        with pytest.raises(TypeError, match=r"GatedDeltaNet takes a LinearState.*fixed-size"):
+            model(ids(1), cache=cache)
+        return
+    check_cached_equals_full(model, cache, ids(T), list(range(T + 1)))  # token by token
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_every_layer_gives_its_weights_or_says_why_not(name):
+    model, idx = model_of(name), ids(10)
+    if name in LINEAR:
+        with pytest.raises(ValueError, match=r"GatedDeltaNet has no attention weights"):
+            model(idx, return_weights=True)
+        return
+    with torch.no_grad():
+        logits, _, weights = model(idx, return_weights=True)
+        assert_close(logits, model(idx)[0], rtol=1e-9, atol=1e-9)
+    assert len(weights) == model.config.n_layer
+    for w in weights:
+        assert w.shape == (2, model.config.n_head, 10, 10)
+        assert torch.all(w.triu(1) == 0)  # nothing from a later position
+        total = w.sum(-1)  # 1 per row; below 1 with a sink taking its share
+        if model.config.sinks:
+            assert torch.all(total < 1) and torch.all(total > 0)
+        else:
+            assert_close(total, torch.ones_like(total))
+    if name == "per-head":
+        return
+    cache = KVCache(model, 2)  # a cached step's weights: the full pass's last row
+    with torch.no_grad():
+        model(idx[:, :9], cache=cache)
+        _, _, step = model(idx[:, 9:], cache=cache, return_weights=True)
+    for w, s in zip(weights, step, strict=True):
+        assert_close(s, w[:, :, 9:], rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_the_parameter_count_and_a_checkpoint(name, tmp_path):
+    model = model_of(name)
+    assert parameter_count(model.config) == sum(p.numel() for p in model.parameters())
+    config = dataclasses.asdict(model.config)
+    save_checkpoint({"config": config, "model": model.state_dict()}, tmp_path / "ckpt.pt")
+    state = torch.load(tmp_path / "ckpt.pt", weights_only=True)
+    fields = {k: tuple(v) if isinstance(v, list) else v for k, v in state["config"].items()}
+    loaded = GPT(GPTConfig(**fields)).double().eval()
+    loaded.load_state_dict(state["model"])
+    with torch.no_grad():
+        assert torch.equal(loaded(ids(9))[0], model(ids(9))[0])
+
+
+def test_refused_combinations_name_the_option():
+    with pytest.raises(ValueError, match=r"qk_norm, soft_cap, sinks and gate need attention"):
+        dataclasses.replace(BASE, sinks=True, n_kv_head=2)
+    with pytest.raises(ValueError, match=r"does not take position='rope'"):
+        dataclasses.replace(BASE, attention="mla", kv_latent=8, position="rope")
+    model = model_of("rope")
+    with pytest.raises(ValueError, match=r"cache must be a ModelCache with one cache per layer"):
+        model(ids(2), cache=LayerCache())
+    cache = KVCache(model, 1)
+    model(ids(14, B=1), cache=cache)
+    with pytest.raises(ValueError, match=r"14 cached \+ 3 new positions exceed context_length=16"):
+        model(ids(3, B=1), cache=cache)
+    rolling = RollingKVCache(2, window=4)
+    with pytest.raises(ValueError, match=r"a rolling cache reads one token at a time"):
+        model(ids(2, B=1), cache=rolling)
+
+
+class Forgetful(LayerCache):
+    """A planted fault: a cache that reads its step but keeps nothing of it."""
+
+    def add(self, *new):
+        held, positions = self.held, self.positions
+        out = super().add(*new)
+        self.held, self.positions = held, positions  # the update dropped
+        return out
+
+
+def test_the_matrix_catches_a_cache_that_drops_one_layers_update():
+    model, T = model_of("rope"), 12
+    cache = KVCache(model, 2)
+    check_cached_equals_full(model, cache, ids(T), (0, 5, 6, T))  # the real one passes
+    broken = RollingKVCache(2, window=T)
+    broken.layers[1] = Forgetful()  # layer 1 reads its step, keeps nothing
+    with pytest.raises(AssertionError):
+        check_cached_equals_full(model, broken, ids(T), list(range(T + 1)))
+
+
+SPECS = {
+    "full": AttentionSpec(32, 4, 2, 8),
+    "window": AttentionSpec(32, 4, 1, 8, kind="window", size=4, qk_norm="head"),
+    "chunk-nope": AttentionSpec(32, 4, 2, 8, kind="chunk", size=5, rope=None,
+                                temperature=(4, 0.1)),  # fmt: skip
+    "capped-sinks": AttentionSpec(32, 4, 4, 8, softcap=3.0, sinks=True, gate="head"),
+}
+LAYERS = {
+    **{f"configurable-{k}": (lambda s=s: ConfigurableAttention(s)) for k, s in SPECS.items()},
+    "latent": lambda: LatentAttention(MLASpec(32, 4, 8, 6, 4, 6, q_rank=12)),
+    "latent-no-q-rank": lambda: LatentAttention(MLASpec(32, 2, 8, 6, 4, 6, rope=RopeSpec())),
+}
+
+
+@pytest.mark.parametrize("name", LAYERS)
+def test_the_layers_outside_gpt_config_keep_the_protocol(name):
+    torch.manual_seed(0)
+    layer = LAYERS[name]().double()
+    with torch.no_grad():
+        for p in layer.parameters():
+            p.add_(0.2 * torch.randn_like(p))
+    x = torch.randn(2, 14, 32, dtype=torch.double)
+    with torch.no_grad():
+        full, weights = layer(x, return_weights=True)
+        assert_close(full, layer(x), rtol=1e-9, atol=1e-9)
+        cache = layer.new_cache()
+        pieces = [layer(x[:, a:b], cache) for a, b in ((0, 6), (6, 7), (7, 11), (11, 14))]
+        assert_close(torch.cat(pieces, dim=1), full, rtol=1e-9, atol=1e-9)
+        cache = layer.new_cache()
+        layer(x[:, :13], cache)
+        _, step = layer(x[:, 13:], cache, return_weights=True)
+    assert weights.shape[-2:] == (14, 14) and torch.all(weights.triu(1) == 0)
+    assert_close(step[..., -cache.positions.numel() :], weights[:, :, 13:, cache.positions])
+    with pytest.raises(TypeError, match=r"takes a LayerCache as its cache, got RollingCache"):
+        layer(x[:, :1], RollingKVCache(1, window=4).layers[0])
