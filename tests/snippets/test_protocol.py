@@ -11,6 +11,7 @@ checks at the layer, with the caches their new_cache() makes.
 """
 
 import dataclasses
+import itertools
 
 import pytest
 import torch
@@ -45,8 +46,13 @@ VARIANTS = {
     "sinks": {"sinks": True, "position": "rope"},
     "gate-elementwise": {"gate": "elementwise"},
     "gate-head": {"gate": "head", "position": "alibi"},
-    "tamed-all": {"qk_norm": "head", "soft_cap": 2.0, "sinks": True, "gate": "head",
-                  "position": "rope"},  # fmt: skip
+    "tamed-all": {
+        "qk_norm": "head",
+        "soft_cap": 2.0,
+        "sinks": True,
+        "gate": "head",
+        "position": "rope",
+    },  # fmt: skip
     "hybrid": {"layer_types": ("linear", "softmax"), "position": "rope"},
     "hybrid-mla": {"layer_types": ("softmax", "linear"), "attention": "mla", "kv_latent": 8},
     "rope-long": {"position": "rope", "max_length": 24},
@@ -70,7 +76,7 @@ def ids(T: int, B: int = 2, seed: int = 1) -> torch.Tensor:
 def check_cached_equals_full(model: GPT, cache, idx: torch.Tensor, cuts) -> None:
     """model(idx) fed in pieces through cache equals one full pass."""
     with torch.no_grad():
-        pieces = [model(idx[:, a:b], cache=cache)[0] for a, b in zip(cuts, cuts[1:])]
+        pieces = [model(idx[:, a:b], cache=cache)[0] for a, b in itertools.pairwise(cuts)]
         full = model(idx)[0]
     assert cache.seen == idx.size(1)
     assert_close(torch.cat(pieces, dim=1), full, rtol=1e-9, atol=1e-9)
@@ -199,8 +205,9 @@ def test_the_matrix_catches_a_cache_that_drops_one_layers_update():
 SPECS = {
     "full": AttentionSpec(32, 4, 2, 8),
     "window": AttentionSpec(32, 4, 1, 8, kind="window", size=4, qk_norm="head"),
-    "chunk-nope": AttentionSpec(32, 4, 2, 8, kind="chunk", size=5, rope=None,
-                                temperature=(4, 0.1)),  # fmt: skip
+    "chunk-nope": AttentionSpec(
+        32, 4, 2, 8, kind="chunk", size=5, rope=None, temperature=(4, 0.1)
+    ),  # fmt: skip
     "capped-sinks": AttentionSpec(32, 4, 4, 8, softcap=3.0, sinks=True, gate="head"),
 }
 LAYERS = {
