@@ -219,7 +219,7 @@ def _flex_capped(layer: TamedAttention, block_mask):
     flex, score_mod = torch.compile(flex_attention), soft_cap_score_mod(CAP)
 
     def forward(x):
-        q, k, v = layer.heads(x)
+        q, k, v = layer.project(x)
         q, k = apply_position(q, k, layer.position)
         y = flex(q, k, v, score_mod=score_mod, block_mask=block_mask)  # (B, H, T, D)
         B, H, T, D = y.shape

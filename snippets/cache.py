@@ -37,10 +37,12 @@ __all__ = [
 
 # --8<-- [start:interface]
 class Cache:
-    """What every kind of cache has: `seen`, the positions read so far (the
-    next position is `seen`), `len()`, the positions it holds, and `tensors()`,
-    everything it holds (to count its bytes)."""
+    """What every kind of cache has: its `kind` (which layers it serves),
+    `seen`, the positions read so far (the next position is `seen`), `len()`,
+    the positions it holds, and `tensors()`, everything it holds (to count its
+    bytes)."""
 
+    kind: str = ""
     seen: int = 0
 
     def __len__(self) -> int:
@@ -59,11 +61,16 @@ class Cache:
 
 
 def check_cache(cache, kinds: tuple, layer: str, why: str = "") -> None:
-    """A layer given a cache of another kind: say which it takes, and why."""
-    if not isinstance(cache, kinds):
-        names = " or ".join(kind.__name__ for kind in kinds)
+    """A layer given a cache of another kind: say which kinds it takes, and why.
+
+    By the cache's `kind`, not its class: a page that defines LayerCache again
+    makes a class of its own, and its caches still serve the guide's layers.
+    """
+    kind = getattr(cache, "kind", None)
+    if kind not in kinds:
         raise TypeError(
-            f"{layer} takes a {names} as its cache, got {type(cache).__name__}"
+            f"{layer} takes a cache of kind {' or '.join(map(repr, kinds))}, "
+            f"got {type(cache).__name__} (kind {kind!r})"
             + (f": {why}" if why else "")
         )
 
@@ -159,7 +166,7 @@ class RollingCache(Cache):
 
     def __init__(self, window: int, sinks: int = 0):
         check_window(window, sinks)
-        self.window, self.sinks = window, sinks
+        self.kind, self.window, self.sinks = "rolling", window, sinks
         self.held: tuple[torch.Tensor, ...] = ()
         self.seen = 0
 
@@ -209,14 +216,10 @@ def read(cache, q, k, v, turn):
     """
     if cache is None:  # positions 0 .. T - 1
         return turn(q, 0), turn(k, 0), v
-    check_cache(cache, (LayerCache, RollingCache), "a softmax layer")
-    if isinstance(cache, RollingCache):  # keys held unturned, turned to places
+    check_cache(cache, ("full", "rolling"), "a softmax layer")
+    if cache.kind == "rolling":  # keys held unturned, turned to their places
         (k, v), places = cache.add(k, v)
         return turn(q, places.numel() - q.size(-2)), turn(k, 0), v
-    if cache.kind != "full":
-        raise ValueError(
-            f"read() takes a full layer's cache, got kind={cache.kind!r}"
-        )
     start = cache.seen  # keys turned once, when new, to their own positions
     (k, v), _ = cache.add(turn(k, start), v)
     return turn(q, start), k, v
@@ -245,7 +248,7 @@ class LinearState(Cache):
         # token, as the layer's own padding) are as good as their projections.
         width = attn.conv.kernel_size[0] - 1
         self.recent = torch.zeros(batch_size, width, attn.q.in_features, **like)
-        self.seen = 0
+        self.kind, self.seen = "linear", 0
 
     def __len__(self) -> int:
         return 0  # no position is held one by one

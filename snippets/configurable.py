@@ -209,7 +209,7 @@ class ConfigurableAttention(nn.Module):
         q, k, v = self.project(x, offset)
         q_pos = torch.arange(offset, offset + T, device=x.device)
         if cache is not None:
-            check_cache(cache, (LayerCache,), "ConfigurableAttention", WHY)
+            check_cache(cache, KINDS, "ConfigurableAttention", WHY)
             (k, v), k_pos = cache.add(k, v)
             mask = visible(q_pos, k_pos, s.kind, s.size)
         else:  # the square: causal is the kernel's own flag

@@ -191,7 +191,7 @@ class KVCache(ModelCache):
 
     def tensors(self) -> list[torch.Tensor]:
         """Everything the cache holds (for counting its bytes)."""
-        states = [t for c in self.layers if isinstance(c, LinearState)
+        states = [t for c in self.layers if c.kind == "linear"
                   for t in c.tensors()]  # fmt: skip
         if hasattr(self, "latent"):
             return [self.latent, *states]

@@ -20,7 +20,7 @@ from snippets.attention import (
     alibi_mask,
     scaled_dot_product_attention,
 )
-from snippets.cache import LayerCache, RollingCache, check_cache, read
+from snippets.cache import check_cache, read
 from snippets.positions import apply_rope, check_position
 
 # --8<-- [end:imports]
@@ -309,7 +309,7 @@ class MultiHeadLatentAttention(nn.Module):
         c = self.latent(x)  # (B, T, R)
         if cache is None:
             return self.attend(x, c, return_weights=return_weights)
-        check_cache(cache, (LayerCache, RollingCache), "MultiHeadLatentAttention")
+        check_cache(cache, ("full", "rolling"), "MultiHeadLatentAttention")
         (c,), _ = cache.add(c)  # (B, T_all, R): every latent so far
         if return_weights:  # the written-out form keeps the weights
             return self.attend(x, c, return_weights=True)

@@ -20,7 +20,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 
-from snippets.cache import LinearState, check_cache
+from snippets.cache import check_cache
 
 # --8<-- [end:imports]
 
@@ -324,7 +324,7 @@ class GatedDeltaNet(nn.Module):
             q, k, v, g, beta = self.gates(x)
         else:  # the convolution reads the cached inputs before x
             why = "a linear layer keeps a fixed-size state, never keys and values"
-            check_cache(cache, (LinearState,), "GatedDeltaNet", why)
+            check_cache(cache, ("linear",), "GatedDeltaNet", why)
             w, state = cache.recent.size(1), cache.S
             context = torch.cat([cache.recent, x], dim=1)  # (B, w + T, C)
             q, k, v, g, beta = (t[:, :, w:] for t in self.gates(context))

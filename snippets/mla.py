@@ -193,7 +193,7 @@ class LatentAttention(nn.Module):
         q_nope, q_rope = self.queries(x, offset)
         c, k_rope = self.latents(x, offset)
         if cache is not None:
-            check_cache(cache, (LayerCache,), "LatentAttention", WHY)
+            check_cache(cache, ("full",), "LatentAttention", WHY)
             (c, k_rope), k_pos = cache.add(c, k_rope)
             q_pos = torch.arange(offset, offset + x.size(1), device=x.device)
             mask = visible(q_pos, k_pos)

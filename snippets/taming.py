@@ -332,7 +332,7 @@ class TamedAttention(nn.Module):
         if gate is not None:
             self.gate = OutputGate(n_embed, n_head, per_head=gate == "head")
 
-    def heads(self, x: torch.Tensor):
+    def project(self, x: torch.Tensor):
         """x (B, T, C) -> q, k, v (B, H, T, D), normalised, not yet rotated."""
         B, T, C = x.shape
         H, D = self.n_head, C // self.n_head
@@ -386,7 +386,7 @@ class TamedAttention(nn.Module):
         """x (B, T, C) -> (B, T, C); with return_weights, also (B, H, T, T_all).
         A cache (snippets/cache.py) adds the positions it has seen."""
         _check_input(x, self.n_embed, self.context_length, self.max_length)
-        q, k, v = read(cache, *self.heads(x), self.turn)  # RoPE; + the cache
+        q, k, v = read(cache, *self.project(x), self.turn)  # RoPE; + the cache
         return self.attend(q, k, v, x, return_weights=return_weights)
 
 
