@@ -239,7 +239,7 @@ class LinearState(Cache):
         batch_size: B.
     """
 
-    def __init__(self, attn, batch_size: int):
+    def __init__(self, attn: torch.nn.Module, batch_size: int):
         like = {"dtype": attn.q.weight.dtype, "device": attn.q.weight.device}
         H, K, V = attn.n_head, attn.head_k, attn.head_v
         self.S = torch.zeros(batch_size, H, K, V, **like)  # the delta-rule state

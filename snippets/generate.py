@@ -1,7 +1,8 @@
 """Text from a trained GPT: greedy decoding, temperature, top-k, top-p, a KV cache.
 
-Needs torch and snippets/model.py (and snippets/train.py, to load its
-checkpoints). The command line and the KV-cache benchmark are lab/generate.py:
+Needs torch, snippets/model.py, snippets/cache.py and snippets/linear_attention.py
+(and snippets/train.py, to load its checkpoints). The command line and the
+KV-cache benchmark are lab/generate.py:
 `python -m lab.generate --help`. Shape letters: B batch, T sequence length,
 C channels, H heads, D head size, V vocabulary size, L layers.
 """

@@ -1,7 +1,9 @@
 """A decoder-only Transformer (GPT) around the attention of snippets/attention.py.
 
-Needs torch and three files of this folder: attention.py (the attention layers),
-positions.py (the position schemes) and objectives.py (the loss). Shape letters:
+Needs torch and, from this folder, the layers a block can hold (attention.py,
+positional_attention.py, kv_heads.py, taming.py, linear_attention.py), cache.py
+(their caches), positions.py (the position schemes) and objectives.py (the
+loss). Shape letters:
 B batch, T sequence length, C channels (n_embed), H heads, V vocabulary size,
 L layers.
 """
@@ -13,6 +15,7 @@ import torch
 import torch.nn as nn
 
 from snippets.attention import CausalSelfAttention
+from snippets.cache import ModelCache
 from snippets.kv_heads import (
     MLA_ROPE,
     GroupedQueryAttention,
@@ -317,7 +320,14 @@ class GPT(nn.Module):
         if isinstance(module, nn.Linear) and module.bias is not None:
             nn.init.zeros_(module.bias)
 
-    def forward(self, idx, targets=None, *, cache=None, return_weights=False):
+    def forward(
+        self,
+        idx: torch.Tensor,
+        targets: torch.Tensor | None = None,
+        *,
+        cache: ModelCache | None = None,
+        return_weights: bool = False,
+    ) -> tuple:
         """Next-token scores at every position, and their loss given targets.
 
         Args:
