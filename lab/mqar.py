@@ -27,6 +27,7 @@ import torch
 from snippets.linear_attention import GatedDeltaNet
 from snippets.model import GPT, GPTConfig
 from snippets.tasks import IGNORE, mqar
+from snippets.train import train_step
 
 
 @dataclasses.dataclass(frozen=True)
@@ -124,13 +125,9 @@ def train_mqar(run: MqarRun) -> tuple[GPT, list[float]]:
             run.min_pairs, run.max_pairs, rows,
         )  # fmt: skip
         targets = torch.where(repeated_keys(tokens), targets, IGNORE)
-        _, loss = model(tokens, targets)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
+        loss, _ = train_step(model, optimizer, [(tokens, targets)], grad_clip=1.0)
         if step % 50 == 0 or step == run.steps - 1:
-            losses.append(round(loss.item(), 4))
+            losses.append(round(loss, 4))
     return model.eval(), losses
 
 
