@@ -15,6 +15,7 @@ from snippets.corpus import guide_text
 from snippets.data import get_batch
 from snippets.model import GPT, GPTConfig
 from snippets.tokenizer import CharTokenizer
+from snippets.train import train_step
 
 # --8<-- [end:imports]
 
@@ -65,11 +66,8 @@ def train_char_gpt(config: CharGPTConfig) -> tuple[GPT, list[float]]:
     losses = []
     for _ in range(config.steps):
         x, y = get_batch(data, config.batch_size, config.context_length, generator)
-        _, loss = model(x, y)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-        losses.append(loss.item())
+        loss, _ = train_step(model, optimizer, [(x, y)], grad_clip=0.0)  # no clip
+        losses.append(loss)
     return model.eval(), losses
 
 
