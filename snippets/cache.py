@@ -32,6 +32,7 @@ __all__ = [
     "read",
     "check_cache",
     "check_window",
+    "check_fits",
 ]
 
 
@@ -285,3 +286,29 @@ class ModelCache(Cache):
 
 
 # --8<-- [end:model_cache]
+
+
+def check_fits(cache, config, T: int) -> None:
+    """A GPT's cache and its T new positions must fit its config: one cache
+    per layer, and the positions within the table's rows (learned), or within
+    max_length where attention covers them (a rolling cache's never pass its
+    window). config: a GPTConfig."""
+    if config.attention == "per-head":
+        raise TypeError(
+            "a cache needs attention='fused' or 'mla': the per-head layer "
+            "keeps no keys; convert it with GPT.from_per_head(model)"
+        )
+    if len(getattr(cache, "layers", ())) != config.n_layer:
+        raise ValueError(
+            f"cache must be a ModelCache with one cache per layer "
+            f"(n_layer={config.n_layer}), got {type(cache).__name__}"
+        )
+    limit = config.longest  # learned: context_length, the table's rows
+    name = "max_length" if config.max_length else "context_length"
+    # Positions in the embeddings count from the stream's start; RoPE's and
+    # ALiBi's only across what attention covers.
+    absolute = config.position in ("learned", "sinusoidal")
+    if (cache.seen + T if absolute else cache.span(T)) > limit:
+        raise ValueError(
+            f"{cache.seen} cached + {T} new positions exceed {name}={limit}"
+        )

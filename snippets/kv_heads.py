@@ -27,6 +27,7 @@ from snippets.positions import apply_rope, check_position
 
 __all__ = [
     "MLA_ROPE",
+    "check_kv_heads",
     "expand_kv",
     "GroupedQueryAttention",
     "MultiHeadLatentAttention",
@@ -392,3 +393,30 @@ def kv_cache_bytes(
 
 
 # --8<-- [end:kv_cache_bytes]
+
+
+def check_kv_heads(config) -> None:
+    """A GPTConfig's key/value options: n_kv_head belongs to the fused layer,
+    kv_latent to attention="mla", which takes no RoPE."""
+    for name in ("n_kv_head", "kv_latent"):
+        value = getattr(config, name)
+        if value is not None and (type(value) is not int or value <= 0):
+            raise ValueError(f"{name} ({value!r}) must be a positive int or None")
+    if config.n_kv_head is not None:
+        if config.attention != "fused":
+            raise ValueError(
+                f"n_kv_head ({config.n_kv_head}) needs attention='fused', "
+                f"got attention={config.attention!r}"
+            )
+        if config.n_head % config.n_kv_head != 0:
+            raise ValueError(
+                f"n_kv_head ({config.n_kv_head}) must divide "
+                f"n_head ({config.n_head})"
+            )
+    if (config.attention == "mla") != (config.kv_latent is not None):
+        raise ValueError(
+            f"kv_latent ({config.kv_latent}) must be given exactly when "
+            f"attention='mla' (got attention={config.attention!r})"
+        )
+    if config.attention == "mla" and config.position == "rope":
+        raise ValueError(MLA_ROPE)

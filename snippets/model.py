@@ -15,11 +15,11 @@ import torch
 import torch.nn as nn
 
 from snippets.attention import CausalSelfAttention
-from snippets.cache import ModelCache
+from snippets.cache import ModelCache, check_fits
 from snippets.kv_heads import (
-    MLA_ROPE,
     GroupedQueryAttention,
     MultiHeadLatentAttention,
+    check_kv_heads,
 )
 from snippets.linear_attention import GatedDeltaNet
 from snippets.objectives import lm_loss
@@ -132,7 +132,7 @@ class GPTConfig:
                     f"table, one of {list(WITHOUT_TABLE)}: 'learned' has only "
                     f"{self.context_length} rows"
                 )
-        self._check_kv_heads()
+        check_kv_heads(self)  # n_kv_head and kv_latent (snippets/kv_heads.py)
         types = self.layer_types
         if types is not None and (
             len(types) != self.n_layer or not set(types) <= {"softmax", "linear"}
@@ -169,33 +169,6 @@ class GPTConfig:
     def longest(self) -> int:
         """The longest sequence the model accepts."""
         return self.max_length or self.context_length
-
-    def _check_kv_heads(self) -> None:
-        """n_kv_head belongs to the fused layer, kv_latent to "mla"."""
-        for name in ("n_kv_head", "kv_latent"):
-            value = getattr(self, name)
-            if value is not None and (type(value) is not int or value <= 0):
-                raise ValueError(
-                    f"{name} ({value!r}) must be a positive int or None"
-                )
-        if self.n_kv_head is not None:
-            if self.attention != "fused":
-                raise ValueError(
-                    f"n_kv_head ({self.n_kv_head}) needs attention='fused', "
-                    f"got attention={self.attention!r}"
-                )
-            if self.n_head % self.n_kv_head != 0:
-                raise ValueError(
-                    f"n_kv_head ({self.n_kv_head}) must divide "
-                    f"n_head ({self.n_head})"
-                )
-        if (self.attention == "mla") != (self.kv_latent is not None):
-            raise ValueError(
-                f"kv_latent ({self.kv_latent}) must be given exactly when "
-                f"attention='mla' (got attention={self.attention!r})"
-            )
-        if self.attention == "mla" and self.position == "rope":
-            raise ValueError(MLA_ROPE)
 
 
 def make_attention(config: GPTConfig, layer: int = 0) -> nn.Module:
@@ -333,24 +306,22 @@ class GPT(nn.Module):
         Args:
             idx: token ids (B, T), integers in [0, V), T <= context_length.
             targets: the next token at every position (B, T), or None.
-            cache: None, or a ModelCache (snippets/cache.py; the generation
-                page's KVCache): idx holds the positions after those it has
-                seen, and every layer adds what it keeps.
+            cache: a ModelCache (snippets/cache.py): idx follows the positions
+                it has seen, and every layer adds what it keeps.
             return_weights: also return every layer's attention weights.
 
         Returns:
-            logits (B, T, V), and the loss: a scalar tensor (lm_loss), or None
-                without targets; with return_weights, a third item: L tensors
-                (B, H, T, T_all), T_all counting the cached positions too.
+            logits (B, T, V), and the loss (lm_loss; None without targets);
+                with return_weights, L weights (B, H, T, T_all) too.
 
         Raises:
             TypeError: idx is not an integer tensor.
-            ValueError: idx is not 2-D, T > context_length (with a cache: the
-                cached and new positions together), or an id is outside [0, V).
+            ValueError: idx is not 2-D, too long (with a cache: with the cached
+                positions), or an id is outside [0, V).
         """
         self._check_idx(idx)
         if cache is not None:
-            self._check_cache(idx, cache)
+            check_fits(cache, self.config, idx.size(1))
         start = 0 if cache is None else cache.seen
         x = self.drop(self.embed(idx, start))  # (B, T, C)
         weights = []
@@ -421,32 +392,6 @@ class GPT(nn.Module):
             raise ValueError(
                 f"token id {idx[b, t].item()} at (b={b}, t={t}) is out of range "
                 f"for vocab_size={V}: ids run from 0 to {V - 1}"
-            )
-
-    def _check_cache(self, idx: torch.Tensor, cache) -> None:
-        """The new positions must fit: the table's rows, or max_length for the
-        positions attention covers (a rolling cache's never pass its window)."""
-        config = self.config
-        if config.attention == "per-head":
-            raise TypeError(
-                "a cache needs attention='fused' or 'mla': the per-head layer "
-                "keeps no keys; convert it with GPT.from_per_head(model)"
-            )
-        if len(getattr(cache, "layers", ())) != config.n_layer:
-            raise ValueError(
-                f"cache must be a ModelCache with one cache per layer "
-                f"(n_layer={config.n_layer}), got {type(cache).__name__}"
-            )
-        T, seen = idx.size(-1), cache.seen
-        limit = config.longest  # learned: context_length, the table's rows
-        name = "max_length" if config.max_length else "context_length"
-        # Positions in the embeddings count from the stream's start; RoPE's and
-        # ALiBi's only across what attention covers.
-        absolute = config.position in ("learned", "sinusoidal")
-        span = seen + T if absolute else cache.span(T)
-        if span > limit:
-            raise ValueError(
-                f"{seen} cached + {T} new positions exceed {name}={limit}"
             )
 
     @classmethod
