@@ -39,6 +39,10 @@ def _check_inputs(q, k, v, g, beta, state) -> None:
             f"{tuple(k.shape)}"
         )
     B, H, T, K = q.shape
+    if T == 0:
+        raise ValueError(
+            f"q and k must hold at least one position, got T=0 in {tuple(q.shape)}"
+        )
     if v.dim() != 4 or v.shape[:3] != (B, H, T):
         raise ValueError(
             f"v must be (B, H, T, V) = ({B}, {H}, {T}, V), got {tuple(v.shape)}"
@@ -48,6 +52,11 @@ def _check_inputs(q, k, v, g, beta, state) -> None:
             raise ValueError(
                 f"{name} must be (B, H, T) = {(B, H, T)}, got {tuple(t.shape)}"
             )
+    if bool((g > 0).any()):  # one pass over B * H * T numbers
+        raise ValueError(
+            f"g must be <= 0, got a largest value of {g.max().item():.4g}: it is "
+            f"the log of the forget gate alpha = exp(g), at most 1"
+        )
     if state is not None and state.shape != (B, H, K, v.size(-1)):
         raise ValueError(
             f"state must be (B, H, K, V) = {(B, H, K, v.size(-1))}, got "
@@ -81,7 +90,8 @@ def gated_delta_recurrent(
         o (B, H, T, V) and the state after the last position (B, H, K, V).
 
     Raises:
-        ValueError: a shape does not match the others (the state's included).
+        ValueError: a shape does not match the others (the state's included),
+            T is 0 or g is above 0 somewhere.
     """
     _check_inputs(q, k, v, g, beta, state)
     B, H, T, K = k.shape
@@ -135,7 +145,8 @@ def gated_delta_chunked(
         o (B, H, T, V) and the final state (B, H, K, V).
 
     Raises:
-        ValueError: chunk_size is not positive, or a shape does not match.
+        ValueError: chunk_size is not positive, a shape does not match, T is 0
+            or g is above 0 somewhere.
     """
     _check_inputs(q, k, v, g, beta, state)
     if (
