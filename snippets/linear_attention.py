@@ -90,8 +90,7 @@ def gated_delta_recurrent(
         o (B, H, T, V) and the state after the last position (B, H, K, V).
 
     Raises:
-        ValueError: a shape does not match the others (the state's included),
-            T is 0 or g is above 0 somewhere.
+        ValueError: a shape does not match (the state's too), T = 0 or g > 0.
     """
     _check_inputs(q, k, v, g, beta, state)
     B, H, T, K = k.shape
@@ -145,8 +144,7 @@ def gated_delta_chunked(
         o (B, H, T, V) and the final state (B, H, K, V).
 
     Raises:
-        ValueError: chunk_size is not positive, a shape does not match, T is 0
-            or g is above 0 somewhere.
+        ValueError: chunk_size not positive, a shape not matching, T = 0, g > 0.
     """
     _check_inputs(q, k, v, g, beta, state)
     if (
