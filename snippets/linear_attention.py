@@ -33,16 +33,12 @@ __all__ = [
 # --8<-- [start:checks]
 def _check_inputs(q, k, v, g, beta, state) -> None:
     """q, k (B, H, T, K); v (B, H, T, V); g, beta (B, H, T); state (B, H, K, V)."""
-    if q.dim() != 4 or q.shape != k.shape:
+    if q.dim() != 4 or q.shape != k.shape or q.size(2) == 0:
         raise ValueError(
-            f"q and k must both be (B, H, T, K), got {tuple(q.shape)} and "
-            f"{tuple(k.shape)}"
+            f"q and k must both be (B, H, T, K) with T >= 1, got {tuple(q.shape)} "
+            f"and {tuple(k.shape)}"
         )
     B, H, T, K = q.shape
-    if T == 0:
-        raise ValueError(
-            f"q and k must hold at least one position, got T=0 in {tuple(q.shape)}"
-        )
     if v.dim() != 4 or v.shape[:3] != (B, H, T):
         raise ValueError(
             f"v must be (B, H, T, V) = ({B}, {H}, {T}, V), got {tuple(v.shape)}"

@@ -139,7 +139,8 @@ def test_no_positions_or_a_gate_above_one_is_refused(form):
     q, k, v, g, beta, S = inputs()
     empty = (t[:, :, :0] for t in (q, k, v, g, beta))
     with pytest.raises(
-        ValueError, match=r"q and k must hold at least one position, got T=0 in \(2, 3, 0, 8\)"
+        ValueError,
+        match=r"q and k must both be \(B, H, T, K\) with T >= 1, got \(2, 3, 0, 8\) and",
     ):
         form(*empty, S)
     g = g.clone()
