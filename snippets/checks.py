@@ -72,7 +72,6 @@ def check_qkv(q, k, v, mask: torch.Tensor | None = None) -> None:
     """q (..., T_q, D), k (..., T_k, D), v (..., T_k, D_v); leading dims broadcast.
 
     mask: None, or bool (True = may attend) broadcastable to (..., T_q, T_k).
-    Else a matmul or masked_fill fails with an error that names none of them.
     """
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not isinstance(t, torch.Tensor):
