@@ -1,8 +1,8 @@
 """Causal self-attention for a decoder-only transformer: readable and batched.
 
-Needs torch, snippets/masks.py (causal_mask) and, for the batched layer's
-position options, snippets/positions.py. Shape letters: B batch, T sequence
-length, C channels (n_embed), H heads, D head size (C // H).
+Needs torch, snippets/checks.py, snippets/masks.py (causal_mask) and, for the
+batched layer's position options, snippets/positions.py. Shape letters: B batch,
+T sequence length, C channels (n_embed), H heads, D head size (C // H).
 """
 
 # --8<-- [start:imports]
@@ -12,12 +12,15 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from snippets.checks import check_config, check_input, check_positive_int, check_qkv
+from snippets.masks import causal_mask
+
 # --8<-- [end:imports]
+# isort: split
 # --8<-- [start:batched_imports]
 # RoPE and ALiBi act inside attention: the batched layer takes a position scheme,
 # and a cache (snippets/cache.py) of the positions it has read.
 from snippets.cache import read
-from snippets.masks import causal_mask
 from snippets.positions import alibi_mask, apply_rope, check_position
 
 # --8<-- [end:batched_imports]
@@ -29,101 +32,6 @@ __all__ = [
     "MultiHeadAttention",
     "CausalSelfAttention",
 ]
-
-
-# --8<-- [start:checks]
-def _check_positive_int(name: str, value: int) -> None:
-    """Reject a size that is not a positive int, naming the argument."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(
-            f"{name} ({value!r}) must be an int, got {type(value).__name__}"
-        )
-    if value <= 0:
-        raise ValueError(f"{name} ({value}) must be positive")
-
-
-def _check_config(n_head: int, n_embed: int, context_length: int) -> None:
-    """Sizes of a multi-head module: every head gets D = C // H channels."""
-    _check_positive_int("n_head", n_head)
-    _check_positive_int("n_embed", n_embed)
-    _check_positive_int("context_length", context_length)
-    if n_embed % n_head != 0:
-        raise ValueError(
-            f"n_embed ({n_embed}) must be divisible by n_head ({n_head})"
-        )
-
-
-def _check_input(
-    x: torch.Tensor,
-    n_embed: int,
-    context_length: int,
-    max_length: int | None = None,
-) -> None:
-    """x must be (B, T, C) with C == n_embed and T <= context_length (max_length).
-
-    Checked here because torch's own errors would come from deep inside a matmul or
-    masked_fill and name neither n_embed nor context_length.
-    """
-    if not isinstance(x, torch.Tensor):
-        raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
-    if x.dim() != 3:
-        raise ValueError(
-            f"expected input of shape (B, T, C) with 3 dimensions, "
-            f"got {x.dim()} dimensions with shape {tuple(x.shape)}"
-        )
-    B, T, C = x.shape
-    if C != n_embed:
-        raise ValueError(
-            f"last dimension of input ({C}) must equal n_embed ({n_embed})"
-        )
-    # The causal mask covers context_length positions; a longer T has no mask rows.
-    if T > context_length and max_length is None:
-        raise ValueError(f"T={T} exceeds context_length={context_length}")
-    if max_length is not None and T > max_length:
-        raise ValueError(
-            f"T={T} exceeds max_length={max_length} "
-            f"(context_length={context_length})"
-        )
-
-
-def _check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
-    """q (..., T_q, D), k (..., T_k, D), v (..., T_k, D_v); leading dims broadcast.
-
-    Checked here because a mismatch would otherwise fail inside a matmul with a
-    RuntimeError that names neither q, k nor v.
-    """
-    for name, t in (("q", q), ("k", k), ("v", v)):
-        if not isinstance(t, torch.Tensor):
-            raise TypeError(
-                f"{name} must be a torch.Tensor, got {type(t).__name__}"
-            )
-        if t.dim() < 2:
-            raise ValueError(
-                f"{name} must have at least 2 dimensions (..., T, D), "
-                f"got shape {tuple(t.shape)}"
-            )
-    # Every query is dotted with every key: both need the same width D.
-    if q.size(-1) != k.size(-1):
-        raise ValueError(
-            f"q and k must have the same last dimension (D), got q "
-            f"{tuple(q.shape)} and k {tuple(k.shape)}"
-        )
-    # One value per key: the weights (..., T_q, T_k) multiply v's T_k rows.
-    if k.size(-2) != v.size(-2):
-        raise ValueError(
-            f"k and v must have the same length (dimension -2), got k "
-            f"{tuple(k.shape)} and v {tuple(v.shape)}"
-        )
-    try:
-        torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
-    except RuntimeError:
-        raise ValueError(
-            f"the leading dimensions of q {tuple(q.shape)}, k {tuple(k.shape)} and "
-            f"v {tuple(v.shape)} must be broadcastable"
-        ) from None
-
-
-# --8<-- [end:checks]
 
 
 # --8<-- [start:sdpa]
@@ -151,10 +59,11 @@ def scaled_dot_product_attention(
         out (..., T, D_v) and the attention weights (..., T, T_k).
 
     Raises:
-        ValueError: if q and k differ in width, k and v in length, or the
-            leading dims do not broadcast.
+        ValueError: if q and k differ in width, k and v in length, the
+            leading dims do not broadcast, or the mask does not fit the scores.
+        TypeError: if the mask is not bool.
     """
-    _check_qkv(q, k, v)
+    check_qkv(q, k, v, mask)
     D = q.size(-1)
     # Dividing by sqrt(D) keeps the scores' variance near 1 whatever the head size;
     # unscaled, it grows like D and softmax saturates towards a one-hot.
@@ -163,10 +72,6 @@ def scaled_dot_product_attention(
     if bias is not None:
         scores = scores + bias  # (..., T, T)
     if mask is not None:
-        if mask.dtype != torch.bool:
-            raise TypeError(
-                f"mask must be a bool tensor (True = may attend), got {mask.dtype}"
-            )
         # -inf becomes exactly 0 after softmax: a masked position gets no weight.
         scores = scores.masked_fill(~mask, float("-inf"))
     weights = F.softmax(scores, dim=-1)  # (..., T, T), each row sums to 1
@@ -189,9 +94,9 @@ class Head(nn.Module):
 
     def __init__(self, head_size: int, n_embed: int, context_length: int):
         super().__init__()
-        _check_positive_int("head_size", head_size)
-        _check_positive_int("n_embed", n_embed)
-        _check_positive_int("context_length", context_length)
+        check_positive_int("head_size", head_size)
+        check_positive_int("n_embed", n_embed)
+        check_positive_int("context_length", context_length)
         self.head_size = head_size
         self.n_embed = n_embed
         self.context_length = context_length
@@ -204,7 +109,7 @@ class Head(nn.Module):
 
     def forward(self, x: torch.Tensor, *, return_weights: bool = False):
         """x (B, T, C) -> out (B, T, D); with return_weights, also (B, T, T)."""
-        _check_input(x, self.n_embed, self.context_length)
+        check_input(x, self.n_embed, self.context_length)
         B, T, C = x.shape
         k = self.key(x)  # (B, T, C) -> (B, T, D)
         q = self.query(x)  # (B, T, C) -> (B, T, D)
@@ -236,7 +141,7 @@ class MultiHeadAttention(nn.Module):
 
     def __init__(self, n_head: int, n_embed: int, context_length: int):
         super().__init__()
-        _check_config(n_head, n_embed, context_length)
+        check_config(n_head, n_embed, context_length)
         self.n_head = n_head
         self.n_embed = n_embed
         self.context_length = context_length
@@ -288,7 +193,7 @@ class CausalSelfAttention(nn.Module):
         max_length: int | None = None,
     ):
         super().__init__()
-        _check_config(n_head, n_embed, context_length)
+        check_config(n_head, n_embed, context_length)
         check_position(position, n_embed // n_head, context_length, max_length)
         self.n_head = n_head
         self.n_embed = n_embed
@@ -308,7 +213,7 @@ class CausalSelfAttention(nn.Module):
         """x (B, T, C) -> out (B, T, C); with return_weights=True, returns (out,
         weights (B, H, T, T_all)). With a cache (snippets/cache.py), x holds the
         positions after those it has seen, and T_all counts them all."""
-        _check_input(x, self.n_embed, self.context_length, self.max_length)
+        check_input(x, self.n_embed, self.context_length, self.max_length)
         B, T, C = x.shape
         H, D = self.n_head, C // self.n_head
         q, k, v = self.qkv(x).split(C, dim=-1)  # (B, T, 3C) -> 3 x (B, T, C)

@@ -1,9 +1,9 @@
 """One attention layer for today's models: every choice is a field of a spec.
 
-Needs torch and the guide's pieces: snippets/rope_scaling.py (scaled and
-partial RoPE), snippets/layer_schedule.py (window and chunk layers, the NoPE
-temperature, the cache), snippets/taming.py (QK-norm, soft-cap, sinks, the
-output gate) and snippets/kv_heads.py (expand_kv). A family is data: a list of
+Needs torch and the guide's pieces: snippets/checks.py, snippets/rope_scaling.py
+(scaled and partial RoPE), snippets/layer_schedule.py (window and chunk layers,
+the NoPE temperature, the cache), snippets/taming.py (QK-norm, soft-cap, sinks,
+the output gate) and snippets/kv_heads.py (expand_kv). A family is data: a list of
 AttentionSpec, one per layer (snippets/families.py builds them from published
 configs); the layer has no branch per family.
 
@@ -19,6 +19,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from snippets.cache import LayerCache, check_cache
+from snippets.checks import check_positive_int
 from snippets.kv_heads import expand_kv
 from snippets.layer_schedule import KINDS, nope_temperature, visible
 from snippets.rope_scaling import RopeSpec, rotate
@@ -87,9 +88,7 @@ class AttentionSpec:
 
     def __post_init__(self):
         for name in ("n_embed", "n_head", "n_kv_head", "head_size"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} ({value!r}) must be an int >= 1")
+            check_positive_int(name, getattr(self, name))
         if self.n_head % self.n_kv_head:
             raise ValueError(
                 f"n_kv_head ({self.n_kv_head}) must divide n_head ({self.n_head})"

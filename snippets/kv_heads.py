@@ -1,6 +1,6 @@
 """Fewer keys and values to cache: grouped-query and multi-head latent attention.
 
-Needs torch, snippets/attention.py and snippets/positions.py. Shape letters:
+Needs torch, snippets/attention.py, checks.py and positions.py. Shape letters:
 B batch, T sequence length, C channels (n_embed), H query heads, G key/value
 heads (n_kv_head), D head size (C // H), R the width of the latent (kv_latent).
 """
@@ -14,13 +14,11 @@ import torch.nn.functional as F
 
 from snippets.attention import (
     CausalSelfAttention,
-    _check_config,
-    _check_input,
-    _check_positive_int,
     alibi_mask,
     scaled_dot_product_attention,
 )
 from snippets.cache import check_cache, read
+from snippets.checks import check_config, check_input, check_positive_int
 from snippets.positions import apply_rope, check_position
 
 # --8<-- [end:imports]
@@ -128,9 +126,9 @@ class GroupedQueryAttention(nn.Module):
         max_length: int | None = None,
     ):
         super().__init__()
-        _check_config(n_head, n_embed, context_length)
+        check_config(n_head, n_embed, context_length)
         check_position(position, n_embed // n_head, context_length, max_length)
-        _check_positive_int("n_kv_head", n_kv_head)
+        check_positive_int("n_kv_head", n_kv_head)
         if n_head % n_kv_head != 0:
             raise ValueError(
                 f"n_kv_head ({n_kv_head}) must divide n_head ({n_head}): each "
@@ -191,7 +189,7 @@ class GroupedQueryAttention(nn.Module):
     def forward(self, x: torch.Tensor, cache=None, *, return_weights=False):
         """x (B, T, C) -> out (B, T, C); with return_weights=True, returns (out,
         weights (B, H, T, T_all)). A cache (snippets/cache.py) holds G heads."""
-        _check_input(x, self.n_embed, self.context_length, self.max_length)
+        check_input(x, self.n_embed, self.context_length, self.max_length)
         q, k, v = read(cache, *self.project(x), self.turn)  # RoPE; + the cache
         return self.attend(q, k, v, return_weights=return_weights)
 
@@ -259,11 +257,11 @@ class MultiHeadLatentAttention(nn.Module):
         max_length: int | None = None,
     ):
         super().__init__()
-        _check_config(n_head, n_embed, context_length)
+        check_config(n_head, n_embed, context_length)
         check_position(position, n_embed // n_head, context_length, max_length)
         if position == "rope":
             raise ValueError(MLA_ROPE)
-        _check_positive_int("kv_latent", kv_latent)
+        check_positive_int("kv_latent", kv_latent)
         self.n_head = n_head
         self.n_embed = n_embed
         self.context_length = context_length
@@ -306,7 +304,7 @@ class MultiHeadLatentAttention(nn.Module):
         """x (B, T, C) -> out (B, T, C); with return_weights=True, returns (out,
         weights (B, H, T, T_all)). A cache keeps the latents; a step reads them
         as they are (attend_absorbed)."""
-        _check_input(x, self.n_embed, self.context_length, self.max_length)
+        check_input(x, self.n_embed, self.context_length, self.max_length)
         c = self.latent(x)  # (B, T, R)
         if cache is None:
             return self.attend(x, c, return_weights=return_weights)
@@ -370,7 +368,7 @@ def kv_cache_bytes(
     """
     counts = {"n_layer": n_layer, "tokens": tokens, "batch": batch}
     for name, value in {**counts, "bytes_per_element": bytes_per_element}.items():
-        _check_positive_int(name, value)
+        check_positive_int(name, value)
     heads = n_kv_head is not None and head_size is not None
     given = [v is not None for v in (n_kv_head, head_size, kv_latent)]
     if given not in ([True, True, False], [False, False, True]):
@@ -379,11 +377,11 @@ def kv_cache_bytes(
             f"kv_latent (got {kv_latent}): not both, not neither"
         )
     if heads:
-        _check_positive_int("n_kv_head", n_kv_head)
-        _check_positive_int("head_size", head_size)
+        check_positive_int("n_kv_head", n_kv_head)
+        check_positive_int("head_size", head_size)
         per_token_layer = 2 * n_kv_head * head_size  # one key and one value each
     else:
-        _check_positive_int("kv_latent", kv_latent)
+        check_positive_int("kv_latent", kv_latent)
         if isinstance(rope_head_size, bool) or not isinstance(rope_head_size, int):
             raise TypeError(f"rope_head_size ({rope_head_size!r}) must be an int")
         if rope_head_size < 0:

@@ -1,9 +1,10 @@
 """Which keys a layer sees, layer by layer: full, window and chunked layers.
 
-Needs only torch. Today's models mix layers: Gemma 3 has five sliding-window
-layers to one global, gpt-oss alternates window and full, Llama 4 has chunked
-layers with RoPE and, every fourth layer, a full layer without positions (NoPE)
-whose queries are warmed by a temperature that grows with the position.
+Needs torch and snippets/checks.py. Today's models mix layers: Gemma 3 has five
+sliding-window layers to one global, gpt-oss alternates window and full, Llama 4
+has chunked layers with RoPE and, every fourth layer, a full layer without
+positions (NoPE) whose queries are warmed by a temperature that grows with the
+position.
 
 A mask here is built from positions, not from a square: queries at positions
 q_pos see keys at positions k_pos, so one rule serves a whole sequence and a
@@ -13,6 +14,8 @@ keys.
 
 # --8<-- [start:imports]
 import torch
+
+from snippets.checks import check_positive_int
 
 # --8<-- [end:imports]
 
@@ -26,11 +29,6 @@ __all__ = [
 # The kinds of layer: every earlier key, the last `window` keys, or the keys of
 # the query's own chunk of `chunk` positions.
 KINDS = ("full", "window", "chunk")
-
-
-def _check_size(name: str, value) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} ({value!r}) must be an int >= 1")
 
 
 # --8<-- [start:visible]
@@ -52,7 +50,7 @@ def visible(
     seen = k <= q  # (T_new, T_all): causal
     if kind == "full":
         return seen
-    _check_size(f"size of a {kind} layer", size)
+    check_positive_int(f"size of a {kind} layer", size)
     if kind == "window":
         return seen & (q - k < size)
     return seen & (k // size == q // size)
@@ -65,7 +63,7 @@ def visible(
 def repeat_schedule(pattern: list[str], n_layer: int) -> list[str]:
     """The kinds of n_layer layers: pattern repeated, e.g. Gemma 3's
     ["window"] * 5 + ["full"] or gpt-oss's ["window", "full"]."""
-    _check_size("n_layer", n_layer)
+    check_positive_int("n_layer", n_layer)
     if not pattern or any(kind not in KINDS for kind in pattern):
         raise ValueError(
             f"pattern ({pattern!r}) must be a non-empty list of {list(KINDS)}"
@@ -86,7 +84,7 @@ def nope_temperature(
     floor_scale - 1 positions, then a slow logarithmic rise, which keeps
     attention over ever more keys from flattening out.
     """
-    _check_size("floor_scale", floor_scale)
+    check_positive_int("floor_scale", floor_scale)
     steps = torch.floor((positions.double() + 1) / floor_scale)
     return 1 + attn_scale * torch.log1p(steps)  # (T,) float64
 

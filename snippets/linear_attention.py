@@ -35,10 +35,10 @@ __all__ = [
 # --8<-- [start:checks]
 def _check_inputs(q, k, v, g, beta, state) -> None:
     """q, k (B, H, T, K); v (B, H, T, V); g, beta (B, H, T); state (B, H, K, V)."""
-    if q.dim() != 4 or q.shape != k.shape:
+    if q.dim() != 4 or q.shape != k.shape or q.size(2) == 0:
         raise ValueError(
-            f"q and k must both be (B, H, T, K), got {tuple(q.shape)} and "
-            f"{tuple(k.shape)}"
+            f"q and k must both be (B, H, T, K) with T >= 1, got {tuple(q.shape)} "
+            f"and {tuple(k.shape)}"
         )
     B, H, T, K = q.shape
     if v.dim() != 4 or v.shape[:3] != (B, H, T):
@@ -50,6 +50,11 @@ def _check_inputs(q, k, v, g, beta, state) -> None:
             raise ValueError(
                 f"{name} must be (B, H, T) = {(B, H, T)}, got {tuple(t.shape)}"
             )
+    if bool((g > 0).any()):  # one pass over B * H * T numbers
+        raise ValueError(
+            f"g must be <= 0, got a largest value of {g.max().item():.4g}: it is "
+            f"the log of the forget gate alpha = exp(g), at most 1"
+        )
     if state is not None and state.shape != (B, H, K, v.size(-1)):
         raise ValueError(
             f"state must be (B, H, K, V) = {(B, H, K, v.size(-1))}, got "
@@ -83,7 +88,7 @@ def gated_delta_recurrent(
         o (B, H, T, V) and the state after the last position (B, H, K, V).
 
     Raises:
-        ValueError: a shape does not match the others (the state's included).
+        ValueError: a shape does not match (the state's too), T = 0 or g > 0.
     """
     _check_inputs(q, k, v, g, beta, state)
     B, H, T, K = k.shape
@@ -137,7 +142,7 @@ def gated_delta_chunked(
         o (B, H, T, V) and the final state (B, H, K, V).
 
     Raises:
-        ValueError: chunk_size is not positive, or a shape does not match.
+        ValueError: chunk_size not positive, a shape not matching, T = 0, g > 0.
     """
     _check_inputs(q, k, v, g, beta, state)
     if (

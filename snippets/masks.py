@@ -1,9 +1,9 @@
 """Attention masks: which keys each query may see.
 
-Needs only torch. A mask is a bool tensor, True where a query may attend to a
-key, that broadcasts against the (B, H, T, T) scores: (T, T) for every row of a
-batch, (B, T, T) or (B, 1, T) for one per row. Shape letters: B batch, H heads,
-T sequence length.
+Needs torch and snippets/checks.py. A mask is a bool tensor, True where a query
+may attend to a key, that broadcasts against the (B, H, T, T) scores: (T, T) for
+every row of a batch, (B, T, T) or (B, 1, T) for one per row. Shape letters:
+B batch, H heads, T sequence length.
 
 Each mask beyond causal and padding also comes as a FlexAttention `mask_mod`: a
 function (b, h, q_idx, kv_idx) -> bool tensor answering the same question for
@@ -14,6 +14,8 @@ time linear in T. The mask_mods need nothing from FlexAttention, only torch.
 
 # --8<-- [start:imports]
 import torch
+
+from snippets.checks import check_positive_int
 
 # --8<-- [end:imports]
 
@@ -43,10 +45,7 @@ def causal_mask(T: int) -> torch.Tensor:
     Returns:
         A (T, T) bool tensor, True on and below the diagonal.
     """
-    if isinstance(T, bool) or not isinstance(T, int):
-        raise TypeError(f"T ({T!r}) must be an int, got {type(T).__name__}")
-    if T <= 0:
-        raise ValueError(f"T ({T}) must be positive")
+    check_positive_int("T", T)
     # Lower triangle: row i allows columns 0..i, so no token sees a later one.
     return torch.tril(torch.ones(T, T, dtype=torch.bool))  # (T, T)
 

@@ -1,7 +1,7 @@
 """Multi-head latent attention as DeepSeek-V2 and V3 run it: with RoPE.
 
-Needs torch, snippets/positions.py (through rope_scaling) and
-snippets/layer_schedule.py. snippets/kv_heads.py has the simple MLA, without
+Needs torch, snippets/checks.py, snippets/positions.py (through rope_scaling)
+and snippets/layer_schedule.py. snippets/kv_heads.py has the simple MLA, without
 positions; this is the full one (DeepSeek-V2, section 2.1):
 
 - the query is compressed too: x -> q_rank numbers -> RMSNorm -> heads;
@@ -28,6 +28,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from snippets.cache import LayerCache, check_cache
+from snippets.checks import check_positive_int
 from snippets.layer_schedule import visible
 from snippets.rope_scaling import RopeSpec, rotate
 
@@ -70,9 +71,7 @@ class MLASpec:
             "nope_head_size",
             "v_head_size",
         ):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} ({value!r}) must be an int >= 1")
+            check_positive_int(name, getattr(self, name))
         if self.rope_head_size < 2 or self.rope_head_size % 2:
             raise ValueError(
                 f"rope_head_size ({self.rope_head_size}) must be even and >= 2"

@@ -3,8 +3,8 @@
 The attention page's Head and MultiHeadAttention know no positions; these
 subclasses add what the positions page explains, and let a scheme without a
 table run longer than context_length (max_length). Needs torch and
-snippets/attention.py, masks.py and positions.py. Shape letters: B batch,
-T sequence length, C channels (n_embed), H heads, D head size (C // H).
+snippets/attention.py, checks.py, masks.py and positions.py. Shape letters:
+B batch, T sequence length, C channels (n_embed), H heads, D head size (C // H).
 """
 
 # --8<-- [start:imports]
@@ -12,7 +12,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from snippets.attention import Head, MultiHeadAttention, _check_config, _check_input
+from snippets.attention import Head, MultiHeadAttention
+from snippets.checks import check_config, check_input
 from snippets.masks import causal_mask
 from snippets.positions import alibi_slopes, apply_position, check_position
 
@@ -58,7 +59,7 @@ class PositionalHead(Head):
 
     def forward(self, x: torch.Tensor, *, return_weights: bool = False):
         """x (B, T, C) -> out (B, T, D); with return_weights, also (B, T, T)."""
-        _check_input(x, self.n_embed, self.context_length, self.max_length)
+        check_input(x, self.n_embed, self.context_length, self.max_length)
         B, T, C = x.shape
         k, q, v = self.key(x), self.query(x), self.value(x)  # (B, T, D) each
         q, k = apply_position(q, k, self.position)  # RoPE turns q and k
@@ -102,7 +103,7 @@ class PositionalMultiHeadAttention(MultiHeadAttention):
         position: str = "learned",
         max_length: int | None = None,
     ):
-        _check_config(n_head, n_embed, context_length)
+        check_config(n_head, n_embed, context_length)
         check_position(position, n_embed // n_head, context_length, max_length)
         # Plain attributes first: MultiHeadAttention.__init__ calls make_head,
         # which reads them (nn.Module accepts non-tensor attributes this early).

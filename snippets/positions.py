@@ -1,14 +1,16 @@
 """How a Transformer learns token order: sinusoids, rotations (RoPE), linear biases.
 
-Needs only torch: copy this single file and run it. Shape letters: T sequence
-length, C channels (n_embed), H heads, D head size. The learned table of GPT-2
-is an nn.Embedding in snippets/model.py; "none" needs no code at all.
+Needs torch and snippets/checks.py. Shape letters: T sequence length,
+C channels (n_embed), H heads, D head size. The learned table of GPT-2 is an
+nn.Embedding in snippets/model.py; "none" needs no code at all.
 """
 
 # --8<-- [start:imports]
 import math
 
 import torch
+
+from snippets.checks import check_positive_int
 
 # --8<-- [end:imports]
 
@@ -36,12 +38,7 @@ WITHOUT_TABLE = ("sinusoidal", "rope", "alibi", "none")
 # --8<-- [start:checks]
 def _check_size(name: str, value: int, *, even: bool = False) -> None:
     """A positive int (and even where channels are used in pairs)."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(
-            f"{name} ({value!r}) must be an int, got {type(value).__name__}"
-        )
-    if value <= 0:
-        raise ValueError(f"{name} ({value}) must be positive")
+    check_positive_int(name, value)
     if even and value % 2:
         raise ValueError(
             f"{name} ({value}) must be even: channels are used in pairs "

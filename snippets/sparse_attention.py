@@ -10,8 +10,9 @@ Two ways to pick, both as a boolean mask over keys (True: attend), both causal:
   scores each earlier block by its dot product with the block's mean key and
   keeps its top_k blocks, its own block always among them.
 
-Needs only torch. Shape letters: B batch, T sequence length, C channels, H heads,
-D head size, I indexer heads, E the indexer's head size, n blocks.
+Needs torch and snippets/checks.py. Shape letters: B batch, T sequence length,
+C channels, H heads, D head size, I indexer heads, E the indexer's head size,
+n blocks.
 """
 
 # --8<-- [start:imports]
@@ -20,6 +21,10 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 # --8<-- [end:imports]
+# --8<-- [start:check_imports]
+from snippets.checks import check_qkv, check_shape
+
+# --8<-- [end:check_imports]
 
 __all__ = [
     "LightningIndexer",
@@ -71,7 +76,7 @@ class LightningIndexer(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x (B, T, C) -> scores (B, T, T); the causal mask is topk_mask's job."""
-        B, T, _ = x.shape
+        B, T, _ = check_shape("x", x, "B T C", C=self.q.in_features)
         q = self.q(x).view(B, T, self.n_head, self.head_size)  # (B, T, I, E)
         k = self.k(x)  # (B, T, E)
         w = self.weights(x) * (self.n_head * self.head_size) ** -0.5  # (B, T, I)
@@ -94,10 +99,10 @@ def topk_indices(scores: torch.Tensor, top_k: int) -> torch.Tensor:
     caller masks them again (topk_mask does; gather_attention does).
 
     Raises:
-        ValueError: top_k is not a positive int.
+        ValueError: top_k is not a positive int, or scores is not (B, T, T).
     """
     _check_k("top_k", top_k)
-    T = scores.size(-1)
+    _, _, T = check_shape("scores", scores, "B T T")  # square: T queries, T keys
     causal = torch.ones(T, T, dtype=torch.bool, device=scores.device).tril()
     scores = scores.masked_fill(~causal, -torch.inf)
     return scores.topk(min(top_k, T), dim=-1).indices
@@ -135,12 +140,13 @@ def moba_mask(
         top_k: blocks per query, its own included (a positive int).
 
     Raises:
-        ValueError: top_k or block_size is not a positive int, or block_size
-            does not divide T.
+        ValueError: top_k or block_size is not a positive int, q is not
+            (B, H, T, D), k not of q's shape, or block_size does not divide T.
     """
     _check_k("top_k", top_k)
     _check_k("block_size", block_size)
-    B, H, T, D = k.shape
+    B, H, T, D = check_shape("q", q, "B H T D")
+    check_shape("k", k, "B H T D", B=B, H=H, T=T, D=D)  # a key for each query
     if T % block_size:
         raise ValueError(f"block_size ({block_size}) must divide T ({T})")
     n = T // block_size
@@ -171,6 +177,7 @@ def masked_attention(q, k, v, mask: torch.Tensor) -> torch.Tensor:
     """
     if mask.dim() == 3:
         mask = mask[:, None]  # (B, 1, T, T): one selection for every head
+    check_qkv(q, k, v, mask)  # a bool mask that fits the scores (B, H, T, T)
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
 
 

@@ -4,8 +4,9 @@ Four small pieces that today's open models put around softmax attention, each a
 function on the tensors attention already has: queries and keys (B, H, T, D),
 scores (B, H, T, T_k), the heads' outputs (B, T, C). TamedAttention composes
 them into a layer the guide's GPT can train with (GPTConfig's qk_norm, soft_cap,
-sinks and gate). Needs torch and snippets/attention.py. Shape letters: B batch,
-T sequence length (T_k keys), C channels (n_embed), H heads, D head size (C // H).
+sinks and gate). Needs torch, snippets/attention.py and checks.py. Shape letters:
+B batch, T sequence length (T_k keys), C channels (n_embed), H heads, D head size
+(C // H).
 """
 
 # --8<-- [start:imports]
@@ -15,13 +16,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from snippets.attention import (
-    _check_config,
-    _check_input,
-    alibi_mask,
-    causal_mask,
-)
+from snippets.attention import alibi_mask, causal_mask
 from snippets.cache import read
+from snippets.checks import check_config, check_input, check_shape
 from snippets.positions import apply_rope, check_position
 
 # --8<-- [end:imports]
@@ -63,6 +60,8 @@ def rms_norm(
             f"weight of shape {tuple(weight.shape)} must be ({N},): one scale per "
             f"channel of the last dimension of x {tuple(x.shape)}"
         )
+    if not eps > 0:  # under the root: a zero row would give 0 / 0, NaN
+        raise ValueError(f"eps ({eps!r}) must be > 0: it keeps the root above 0")
     x32 = x.float()
     y = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)  # rms 1
     y = y.to(x.dtype)
@@ -171,6 +170,11 @@ def _check_sinks(sinks: torch.Tensor, n_head: int) -> None:
             f"sinks {shape!r} must be a tensor of shape ({n_head},): one logit "
             f"per head"
         )
+    if not bool((sinks < math.inf).all()):  # False for +inf and for NaN
+        raise ValueError(
+            f"sinks ({sinks.tolist()}) must be below +inf and not NaN: a sink of "
+            f"+inf takes all of a row's weight, and softmax returns NaN"
+        )
 
 
 def sink_softmax(scores: torch.Tensor, sinks: torch.Tensor) -> torch.Tensor:
@@ -180,7 +184,7 @@ def sink_softmax(scores: torch.Tensor, sinks: torch.Tensor) -> torch.Tensor:
     sink logit joins each row as an extra column, softmax, the column goes. Rows
     of the result sum to 1 minus the sink's share: a head may attend to nothing.
     """
-    B, H, T, _ = scores.shape
+    B, H, T, _ = check_shape("scores", scores, "B H T T_k")
     _check_sinks(sinks, H)
     column = sinks.to(scores.dtype).view(1, H, 1, 1).expand(B, H, T, 1)
     weights = F.softmax(torch.cat([scores, column], dim=-1), dim=-1)  # T_k + 1
@@ -315,7 +319,7 @@ class TamedAttention(nn.Module):
         gate: str | None = None,
     ):
         super().__init__()
-        _check_config(n_head, n_embed, context_length)
+        check_config(n_head, n_embed, context_length)
         check_position(position, n_embed // n_head, context_length, max_length)
         check_taming(qk_norm, soft_cap, sinks, gate)
         self.n_head, self.n_embed = n_head, n_embed
@@ -385,7 +389,7 @@ class TamedAttention(nn.Module):
     def forward(self, x: torch.Tensor, cache=None, *, return_weights=False):
         """x (B, T, C) -> (B, T, C); with return_weights, also (B, H, T, T_all).
         A cache (snippets/cache.py) adds the positions it has seen."""
-        _check_input(x, self.n_embed, self.context_length, self.max_length)
+        check_input(x, self.n_embed, self.context_length, self.max_length)
         q, k, v = read(cache, *self.project(x), self.turn)  # RoPE; + the cache
         return self.attend(q, k, v, x, return_weights=return_weights)
 

@@ -104,6 +104,17 @@ def test_sdpa_rejects_non_bool_mask():
         scaled_dot_product_attention(q, q, q, causal_mask(T).float())
 
 
+def test_sdpa_rejects_a_mask_that_does_not_fit_the_scores():
+    q, k = randn(2, H, T, D), randn(2, H, T + 1, D)
+    scaled_dot_product_attention(q, k, k, torch.ones(T, T + 1, dtype=torch.bool))
+    for bad in ((T, T), (3, 1, T, T + 1)):
+        with pytest.raises(
+            ValueError,
+            match=re.escape(f"mask {bad} must broadcast to the scores (..., T_q, T_k) = "),
+        ):
+            scaled_dot_product_attention(q, k, k, torch.ones(bad, dtype=torch.bool))
+
+
 @pytest.mark.parametrize(
     "shapes, message",
     [

@@ -86,7 +86,7 @@ def test_the_written_out_path_equals_the_fused_kernel():
         ({"qk_norm": "layer"}, "qk_norm ('layer') must be one of"),
         ({"gate": "sigmoid"}, "gate ('sigmoid') must be one of"),
         ({"temperature": (8, 0.1)}, "temperature is Llama 4's for layers without RoPE"),
-        ({"head_size": 0}, "head_size (0) must be an int >= 1"),
+        ({"head_size": 0}, "head_size (0) must be positive"),
     ],
 )
 def test_bad_spec_names_the_value(changes, message):

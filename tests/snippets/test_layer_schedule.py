@@ -64,15 +64,28 @@ def test_nope_temperature_is_one_then_grows_like_a_log():
 
 
 @pytest.mark.parametrize(
-    "make, message",
+    "make, error, message",
     [
-        (lambda: visible(torch.arange(3), torch.arange(3), "local", 2), "kind ('local')"),
-        (lambda: visible(torch.arange(3), torch.arange(3), "window", 0), "(0) must be an int >= 1"),
-        (lambda: LayerCache("chunk"), "size of a chunk layer (None)"),
-        (lambda: repeat_schedule([], 3), "pattern ([]) must be a non-empty list"),
-        (lambda: nope_temperature(torch.arange(3), 0, 0.1), "floor_scale (0)"),
+        (
+            lambda: visible(torch.arange(3), torch.arange(3), "local", 2),
+            ValueError,
+            "kind ('local')",
+        ),
+        (
+            lambda: visible(torch.arange(3), torch.arange(3), "window", 0),
+            ValueError,
+            "size of a window layer (0) must be positive",
+        ),
+        (
+            lambda: LayerCache("chunk"),
+            TypeError,
+            "size of a chunk layer (None) must be an int, got NoneType",
+        ),
+        (lambda: repeat_schedule([], 3), ValueError, "pattern ([]) must be a non-empty list"),
+        (lambda: repeat_schedule(["full"], 2.0), TypeError, "n_layer (2.0) must be an int"),
+        (lambda: nope_temperature(torch.arange(3), 0, 0.1), ValueError, "floor_scale (0)"),
     ],
 )
-def test_bad_input_names_the_value(make, message):
-    with pytest.raises(ValueError, match=re.escape(message)):
+def test_bad_input_names_the_value(make, error, message):
+    with pytest.raises(error, match=re.escape(message)):
         make()

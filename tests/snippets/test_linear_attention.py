@@ -134,6 +134,23 @@ def test_bad_input_names_the_value():
         layer()(torch.randn(2, 5, 12, dtype=torch.float64))
 
 
+@pytest.mark.parametrize("form", [gated_delta_recurrent, gated_delta_chunked])
+def test_no_positions_or_a_gate_above_one_is_refused(form):
+    q, k, v, g, beta, S = inputs()
+    empty = (t[:, :, :0] for t in (q, k, v, g, beta))
+    with pytest.raises(
+        ValueError,
+        match=r"q and k must both be \(B, H, T, K\) with T >= 1, got \(2, 3, 0, 8\) and",
+    ):
+        form(*empty, S)
+    g = g.clone()
+    g[1, 2, 5] = 0.25  # alpha = exp(0.25) > 1: the state would grow without bound
+    with pytest.raises(ValueError, match=r"g must be <= 0, got a largest value of 0.25"):
+        form(q, k, v, g, beta, S)
+    g[1, 2, 5] = 0.0  # alpha = 1: keeps the state, allowed
+    form(q, k, v, g, beta, S)
+
+
 def test_gpt_layer_types_place_gated_deltanet_blocks():
     from snippets.model import GPT, GPTConfig, parameter_count
 

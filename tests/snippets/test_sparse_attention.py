@@ -141,3 +141,26 @@ def test_bad_input_names_the_value():
         moba_mask(q, k, 0, 2)
     with pytest.raises(ValueError, match=r"n_head \(0\)"):
         LightningIndexer(C, 0, 8)
+
+
+def test_bad_shapes_name_the_argument():
+    q, k, v = qkv()
+    indexer, x, scores = indexer_scores()
+    with pytest.raises(
+        ValueError, match=rf"x must be \(B, T, C\) with C={C}, got shape \(5, {C}\)"
+    ):
+        indexer(x[0, :5])  # 2-D: no batch
+    with pytest.raises(ValueError, match=rf"with C={C}, got shape \({B}, {T}, 8\)"):
+        indexer(x[..., :8])  # the wrong width
+    with pytest.raises(ValueError, match=rf"q must be \(B, H, T, D\), got shape \({H}, {T}, {D}\)"):
+        moba_mask(q[0], k, 4, 2)
+    with pytest.raises(
+        ValueError,
+        match=rf"k must be \(B, H, T, D\) with B={B}, H={H}, T={T}, D={D}, "
+        rf"got shape \({B}, {H}, 16, {D}\)",
+    ):
+        moba_mask(q, k[:, :, :16], 4, 2)  # fewer keys than queries
+    with pytest.raises(ValueError, match=rf"scores must be \(B, T, T\), got shape \({B}, 5, {T}\)"):
+        topk_mask(scores[:, :5], 4)  # not square
+    with pytest.raises(ValueError, match=rf"mask \({B}, 1, {T}, 5\) must broadcast to the scores"):
+        masked_attention(q, k, v, topk_mask(scores, 4)[..., :5])

@@ -176,6 +176,29 @@ def test_sinks_not_shaped_heads_are_rejected(bad):
         sink_attention(*(randn(B, H, T, D) for _ in range(3)), bad)
 
 
+def test_sinks_of_plus_inf_or_nan_and_scores_not_4d_are_rejected():
+    for bad in (float("inf"), float("nan")):
+        sinks = torch.tensor([0.0, bad, 0.0, 0.0])
+        with pytest.raises(ValueError, match=re.escape(f"sinks ([0.0, {bad}, 0.0, 0.0]) must")):
+            sink_softmax(causal_scores(), sinks)
+        with pytest.raises(ValueError, match="must be below \\+inf and not NaN"):
+            sink_attention(*(randn(B, H, T, D) for _ in range(3)), sinks)
+    with pytest.raises(
+        ValueError, match=re.escape(f"scores must be (B, H, T, T_k), got shape ({H}, {T}, {T})")
+    ):
+        sink_softmax(causal_scores()[0], torch.zeros(H))
+
+
+@pytest.mark.parametrize("eps", [0.0, -1e-6])
+def test_an_eps_not_above_zero_is_rejected(eps):
+    x = torch.zeros(B, H, T, D)  # a zero row: 0 / sqrt(0 + eps)
+    assert torch.isfinite(rms_norm(x)).all()
+    with pytest.raises(ValueError, match=re.escape(f"eps ({eps!r}) must be > 0")):
+        rms_norm(x, eps=eps)
+    with pytest.raises(ValueError, match=re.escape(f"eps ({eps!r}) must be > 0")):
+        qk_norm(x, eps=eps, across_heads=True)
+
+
 # --- the output gate -------------------------------------------------------------------
 
 
