@@ -114,6 +114,16 @@ def test_a_package_s_modules_import_each_other_in_no_circle(package):
     )
 
 
+@pytest.mark.parametrize("path", sorted((ROOT / "hooks").glob("*.py")), ids=lambda p: p.name)
+def test_the_build_s_hooks_never_import_the_tests(path):
+    # The site builds from a checkout without tests/: what a hook and the suite both need (the
+    # page parser) lives in hooks/, and the suite imports it from there.
+    assert "tests" not in imported_packages(path), (
+        f"hooks/{path.name} imports tests/: move what it needs into hooks/ (as the page "
+        "parser is, in hooks/page_parser.py) and let the tests import it from there"
+    )
+
+
 def test_the_circle_finder_finds_circles_through_function_level_imports(tmp_path):
     # The finder itself, on a throw-away package: a top-level import one way, an import inside
     # a function the other way, and a module outside the circle.
