@@ -4,7 +4,7 @@ Needs torch and the guide's pieces: snippets/rope_scaling.py (scaled and
 partial RoPE), snippets/layer_schedule.py (window and chunk layers, the NoPE
 temperature, the cache), snippets/taming.py (QK-norm, soft-cap, sinks, the
 output gate) and snippets/kv_heads.py (expand_kv). A family is data: a list of
-AttentionSpec, one per layer (snippets/families.py builds them from published
+AttentionSpec, one per layer (lab/families.py builds them from published
 configs); the layer has no branch per family.
 
 Shape letters: B batch, T positions, C channels, H query heads, G key/value
@@ -173,8 +173,8 @@ class ConfigurableAttention(nn.Module):
         """
         s = self.spec
         group = s.n_head // s.n_kv_head
-        # Copies of the key/value heads: measured once on this project's CPU
-        # machine, the fused kernel ran faster on them than with enable_gqa.
+        # A copy of each key/value head per query head, not enable_gqa: the
+        # faster of the two for the fused kernel on CPU.
         k, v = expand_kv(k, group), expand_kv(v, group)  # (B, H, Ta, D)
         if s.softcap is None and not s.sinks:
             return F.scaled_dot_product_attention(
