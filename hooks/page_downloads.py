@@ -30,8 +30,9 @@ from pathlib import Path
 import markdown as markdown_lib
 from mkdocs.utils import get_relative_url
 
-# The page harness's parser: the download holds exactly the blocks the suite runs.
-from tests.pagecheck.parser import Block, parse_page
+# The parser the page harness (tests/pagecheck/) reads pages with: the download holds exactly
+# the blocks the suite runs.
+from hooks.page_parser import Block, parse_page
 
 DOWNLOADS = "downloads"
 CHECKOUT_ONLY = {"lab", "tests", "hooks"}  # top-level packages the reader's wheel lacks

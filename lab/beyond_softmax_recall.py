@@ -29,6 +29,7 @@ import time
 
 import torch
 
+from lab import experiment
 from lab.common import RESULTS_DIR, note_load_after, result_header
 from lab.experiment import count, progress
 from lab.mqar import BLOCKS, BLOCKS_CACHED, blocks_run, recall
@@ -232,10 +233,12 @@ def recall_figure(data: dict):
 
 def add_options(parser) -> None:
     parser.add_argument("--seeds", type=count, help="models per variant")
+    experiment.add_jobs(parser, FULL["workers"])
 
 
 def settings_from(args) -> dict:
     settings = dict(QUICK if args.quick else FULL)
+    settings["workers"] = experiment.jobs(args)  # the result file's name for it
     if args.seeds is not None:
         settings["seeds"] = args.seeds
     return settings

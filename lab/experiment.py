@@ -8,6 +8,10 @@ Every `python -m lab.<page>` command has the same three options, with one rule e
 - `--threads N`: torch threads (default: the command's, 1 where the sums must come
   out the same on every machine; 0 or none: torch's own choice).
 
+A command that trains several models has a fourth, `--jobs N` (Command(..., jobs=N)
+or add_jobs(parser, N)): models trained at once, each in a process of its own
+(default: the command's N; with --quick, 1), resolved by Command.parse or jobs(args).
+
 A new experiment, lab/my_page.py:
 
     from lab import experiment
@@ -79,8 +83,30 @@ def randn(*shape: int, seed: int) -> torch.Tensor:
     return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
 
 
-def add_options(parser: argparse.ArgumentParser, threads: int | None, quick: bool = True) -> None:
-    """--quick, --out and --threads, with the rules of the module docstring."""
+def add_jobs(parser: argparse.ArgumentParser, default: int) -> None:
+    """--jobs N, with the rule of the module docstring; jobs(args) reads it."""
+    parser.add_argument(
+        "--jobs",
+        type=count,
+        metavar="N",
+        help=f"models trained at once, one process each (default: {default}; --quick: 1)",
+    )
+    parser.set_defaults(full_run_jobs=default)
+
+
+def jobs(args: argparse.Namespace) -> int:
+    """The processes to train in: --jobs if given, else 1 with --quick, else the
+    command's default."""
+    if args.jobs is not None:
+        return args.jobs
+    return 1 if getattr(args, "quick", False) else args.full_run_jobs
+
+
+def add_options(
+    parser: argparse.ArgumentParser, threads: int | None, quick: bool = True, jobs=None
+) -> None:
+    """--quick, --out and --threads (and --jobs if `jobs`, its default), with the rules
+    of the module docstring."""
     if quick:
         parser.add_argument("--quick", action="store_true", help="small sizes: seconds")
     parser.add_argument(
@@ -90,6 +116,8 @@ def add_options(parser: argparse.ArgumentParser, threads: int | None, quick: boo
     parser.add_argument(
         "--threads", type=int, default=threads, help=f"torch threads (default: {choice})"
     )
+    if jobs is not None:
+        add_jobs(parser, jobs)
 
 
 class Command:
@@ -101,15 +129,23 @@ class Command:
         threads: the default of --threads (None: torch's choice).
         out: the default of --out for a full run.
         quick: whether the command has --quick.
+        jobs: the default of --jobs (None: no --jobs).
         subcommands: True if the command has subcommands (see subcommand()); the
             options then belong to each of them.
     """
 
     def __init__(
-        self, module, description, threads=1, out=RESULTS_DIR, quick=True, subcommands=False
+        self,
+        module,
+        description,
+        threads=1,
+        out=RESULTS_DIR,
+        quick=True,
+        subcommands=False,
+        jobs=None,
     ):
         self.module, self.default_out = module, Path(out)
-        self.threads, self.quick = threads, quick
+        self.threads, self.quick, self.jobs = threads, quick, jobs
         self.parser = argparse.ArgumentParser(
             prog=f"python -m {module}",
             description=description,
@@ -119,15 +155,15 @@ class Command:
         if subcommands:
             self._subparsers = self.parser.add_subparsers(dest="command", required=True)
         else:
-            add_options(self.parser, threads, quick)
+            add_options(self.parser, threads, quick, jobs)
         self.argv: list[str] = []
         self.args = None
 
     def subcommand(self, name: str, help: str, description: str | None = None, **defaults):
         """A subcommand's parser with the three options; defaults override the Command's
-        (threads=None, quick=False)."""
+        (threads=None, quick=False, jobs=2)."""
         sub = self._subparsers.add_parser(name, help=help, description=description or help)
-        options = {"threads": self.threads, "quick": self.quick, **defaults}
+        options = {"threads": self.threads, "quick": self.quick, "jobs": self.jobs, **defaults}
         add_options(sub, **options)
         return sub
 
@@ -135,6 +171,8 @@ class Command:
         """Parse argv (sys.argv[1:] by default) and set torch's threads."""
         self.argv = list(sys.argv[1:] if argv is None else argv)
         self.args = self.parser.parse_args(self.argv)
+        if "full_run_jobs" in self.args:  # --jobs resolved: args.jobs is a count
+            self.args.jobs = jobs(self.args)
         if self.args.threads:  # before a header records it
             torch.set_num_threads(self.args.threads)
         return self.args

@@ -2,9 +2,14 @@
 
 Standard library only. The sources are read with ast, never imported, so a build
 can ask whether anything changed without paying for a torch import.
+
+code_fingerprint hashes the modules' text (the notebook cache: a page may print a
+docstring); recipe_fingerprint, the trained models' key, hashes their syntax trees
+without docstrings, so a comment or a docstring changes no model's key.
 """
 
 import ast
+import functools
 import hashlib
 from pathlib import Path
 
@@ -13,28 +18,39 @@ from lab.common import ROOT
 PACKAGES = ("snippets", "lab")  # the project's own code; any other import is a package's
 
 
-def imported_modules(roots: list[Path], root: Path = ROOT) -> set[Path]:
-    """The modules of the project's packages among `roots` and those they import."""
+def imported_modules(roots: list[Path], root: Path = ROOT, leave_out=()) -> set[Path]:
+    """The modules of the project's packages among `roots` and those they import;
+    `leave_out` (paths): modules neither counted nor followed."""
     seen, todo = set(), list(roots)
+    skipped = {Path(p).resolve() for p in leave_out}
     while todo:
         path = todo.pop()
-        if path in seen or not path.is_file():
+        if path in seen or not path.is_file() or path.resolve() in skipped:
             continue
         seen.add(path)
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.ImportFrom):
-                names = [node.module or ""]
-                if node.module in PACKAGES:  # from snippets import attention
-                    names = [f"{node.module}.{alias.name}" for alias in node.names]
-            elif isinstance(node, ast.Import):
-                names = [alias.name for alias in node.names]
-            else:
-                continue
-            for name in names:
-                package, _, module = name.partition(".")
-                if package in PACKAGES and module:
-                    todo.append(root / package / f"{module.split('.')[0]}.py")
+        for package, module in _project_imports(path.read_text(encoding="utf-8")):
+            todo.append(root / package / f"{module}.py")
     return {p for p in seen if p.parent.name in PACKAGES and p.parent.parent == root}
+
+
+@functools.cache  # by the source text: an edited module is read anew
+def _project_imports(source: str) -> tuple[tuple[str, str], ...]:
+    """(package, module) of each import of the project's packages in `source`."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom):
+            names = [node.module or ""]
+            if node.module in PACKAGES:  # from snippets import attention
+                names = [f"{node.module}.{alias.name}" for alias in node.names]
+        elif isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        else:
+            continue
+        for name in names:
+            package, _, module = name.partition(".")
+            if package in PACKAGES and module:
+                found.append((package, module.split(".")[0]))
+    return tuple(found)
 
 
 def code_fingerprint(roots: list[Path], versions: str, root: Path = ROOT) -> str:
@@ -46,4 +62,35 @@ def code_fingerprint(roots: list[Path], versions: str, root: Path = ROOT) -> str
     for path in files:
         digest.update(f"{path.relative_to(root).as_posix()}\n".encode())
         digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+@functools.cache  # by the source text, as _project_imports
+def without_docstrings(source: str) -> str:
+    """The module's syntax tree, dumped without its docstrings (and so without comments,
+    blank lines and line numbers, which the tree never holds): what Python runs."""
+    tree = ast.parse(source)
+    kinds = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(node, kinds) and body and isinstance(body[0], ast.Expr):
+            value = body[0].value
+            if isinstance(value, ast.Constant) and isinstance(value.value, str):
+                node.body = body[1:]
+    return ast.dump(tree)
+
+
+def recipe_fingerprint(
+    roots: list[Path], versions: str, data=(), root: Path = ROOT, leave_out=()
+) -> str:
+    """A trained model's key: a hash of `versions`, the code of the project's modules
+    `roots` import (without docstrings; `leave_out` neither counted nor followed) and
+    the files `data` (paths relative to root) as bytes."""
+    digest = hashlib.sha256(f"{versions}\n".encode())
+    for path in sorted(imported_modules(roots, root, leave_out)):
+        digest.update(f"{path.relative_to(root).as_posix()}\n".encode())
+        digest.update(without_docstrings(path.read_text(encoding="utf-8")).encode())
+    for name in sorted(data):
+        digest.update(f"{name}\n".encode())
+        digest.update((root / name).read_bytes())
     return digest.hexdigest()

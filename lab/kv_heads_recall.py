@@ -209,14 +209,11 @@ FIGURES = {FIGURE.name: recall_figure}
 
 
 def main(argv: list[str] | None = None) -> int:
-    cmd = Command(
-        "lab.kv_heads_recall",
-        __doc__,
-        threads=1,
-    )
+    cmd = Command("lab.kv_heads_recall", __doc__, threads=1, jobs=FULL["workers"])
     cmd.parser.add_argument("--seeds", type=count, help="models per variant")
     args = cmd.parse(argv)
     settings = dict(QUICK if args.quick else FULL)
+    settings["workers"] = args.jobs  # the result file's name for it
     if args.seeds is not None:
         settings["seeds"] = args.seeds
     data = run(settings, cmd.header(SCHEMA), args.quick)

@@ -1,6 +1,7 @@
 """The trained-model cache: models the pages look at, trained once per version of the code.
 
-    python -m lab.model_cache --commit-trained   # this code's models into data/trained/
+    OMP_NUM_THREADS=1 python -m lab.model_cache --commit-trained  # into data/trained/
+    python -m lab.model_cache --commit-trained --dry-run  # what that would write: no training
 
 Small models are trained (each in seconds to two minutes on a CPU): the attention-only
 model of snippets/induction.py on repeated tokens, the GPT of snippets/char_gpt.py on
@@ -8,13 +9,15 @@ the guide's text, and lab/mqar.py's GPTs on MQAR: the seed-0 MHA and MQA ones (f
 the kv-heads page's sign check) and the softmax-only, linear-only and hybrid ones (a
 file per variant and seed; seed 0 of each committed, for the beyond-softmax page's).
 A trained model is kept in .cache/trained/, under a key made from its configuration
-and from every file its training reads (the project's modules this one imports, and
-data/), so the site build, the notebook and the tests share one training per version
-of the code, and an edit to any of that code trains anew.
+and from what trains it: its recipe's modules (RECIPES) and the project's modules they
+import, read without comments and docstrings, the data it reads and torch's version.
+So the site build, the notebook and the tests share one training per version of that
+code, an edit to it trains anew, and an edit to another experiment's module does not.
 The same files, committed in data/trained/, spare a fresh clone (CI) the training.
 Shape letters: B batch, T sequence length, L layers, H heads.
 """
 
+import dataclasses
 import hashlib
 import sys
 from pathlib import Path
@@ -22,7 +25,7 @@ from pathlib import Path
 import torch
 
 from lab.common import atomic_write
-from lab.fingerprint import code_fingerprint
+from lab.fingerprint import recipe_fingerprint
 from lab.mqar import BLOCKS_CACHED, CACHED, MqarRun, blocks_run, build, run_of, train_mqar
 from lab.paths import CACHE, ROOT
 from snippets.char_gpt import CharGPTConfig, train_char_gpt
@@ -37,21 +40,50 @@ TRAINED = CACHE / "trained"
 COMMITTED = ROOT / "data" / "trained"
 
 
-def fingerprint() -> str:
-    """A hash of everything a trained model depends on: this module and those it
-    imports from the project, the data they read, and the torch version."""
-    versions = f"torch {torch.__version__}"
-    return code_fingerprint([Path(__file__).resolve()], versions, ROOT)
+@dataclasses.dataclass(frozen=True)
+class Recipe:
+    """What trains a model: the modules its training is written in (with the project's
+    modules they import) and the data files it reads, paths relative to the root."""
+
+    modules: tuple[str, ...]
+    data: tuple[str, ...] = ()
+
+    def fingerprint(self) -> str:
+        """A hash of this recipe's code (without comments and docstrings), its data and
+        the torch version. The cache's own modules are no part of any recipe."""
+        return recipe_fingerprint(
+            [ROOT / m for m in self.modules], f"torch {torch.__version__}", self.data, ROOT,
+            leave_out=[ROOT / m for m in NOT_A_RECIPE],
+        )  # fmt: skip
+
+
+# Loading and saving models, and the keys: a change here re-keys no model.
+NOT_A_RECIPE = ("lab/model_cache.py", "lab/fingerprint.py")
+RECIPES = {  # the name of a committed model, or its prefix ("mqar-"), -> its recipe
+    "induction": Recipe(("snippets/induction.py",)),
+    "char-gpt": Recipe(("snippets/char_gpt.py",), data=("data/guide-snapshot.txt",)),
+    "mqar-": Recipe(("lab/mqar.py",)),
+    "streaming-": Recipe(("lab/sink_models.py",)),
+}
+
+
+def recipe_of(name: str) -> Recipe:
+    """The recipe of model `name` (RECIPES, by name or by prefix)."""
+    for key, recipe in RECIPES.items():
+        if name == key or (key.endswith("-") and name.startswith(key)):
+            return recipe
+    raise KeyError(f"model name {name!r} has no recipe: RECIPES knows {sorted(RECIPES)}")
 
 
 def file_name(name: str, config) -> str:
-    """The file of model `name` trained with `config` by this version of the code."""
-    key = hashlib.sha256(f"{fingerprint()}\n{config!r}".encode()).hexdigest()[:20]
+    """The file of model `name` trained with `config` by this version of its recipe."""
+    code = recipe_of(name).fingerprint()
+    key = hashlib.sha256(f"{code}\n{config!r}".encode()).hexdigest()[:20]
     return f"{name}-{key}.pt"
 
 
 def _cached(name: str, config, build, train):
-    """(model, losses): loaded from TRAINED or COMMITTED if this config and code were
+    """(model, losses): loaded from TRAINED or COMMITTED if this config and recipe were
     trained before, else trained now and saved in TRAINED. Stale files of `name` there
     are removed."""
     path = TRAINED / file_name(name, config)
@@ -116,6 +148,46 @@ def committed_runs() -> dict[str, object]:
     return runs
 
 
+def commit_plan(runs: dict[str, object]) -> list[tuple[Path, list[Path]]]:
+    """For each model of `runs` (name -> configuration): the file COMMITTED should hold
+    under this code's key, and the files of that model there now that it replaces."""
+    plan = []
+    for name, config in runs.items():
+        current = COMMITTED / file_name(name, config)
+        plan.append((current, sorted(p for p in COMMITTED.glob(f"{name}-*.pt") if p != current)))
+    return plan
+
+
+def shown(path: Path) -> str:
+    """A path as a command prints it: relative to the root when it is under it."""
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
+def describe_plan(plan: list[tuple[Path, list[Path]]]) -> str:
+    """One line per model: kept as it is, or written (trained if .cache/trained/ lacks
+    it), and what it replaces."""
+    lines = []
+    for current, old in plan:
+        if current.is_file():
+            lines.append(f"{shown(current)}: up to date")
+            continue
+        how = "copied from .cache/trained/" if (TRAINED / current.name).is_file() else "trained"
+        replaces = ", ".join(p.name for p in old) or "nothing"
+        lines.append(f"{shown(current)}: would be written ({how}), replacing {replaces}")
+    return "\n".join(lines)
+
+
+def write_plan(plan: list[tuple[Path, list[Path]]]) -> list[Path]:
+    """Carry out commit_plan's plan, once the models are in TRAINED."""
+    COMMITTED.mkdir(parents=True, exist_ok=True)
+    for current, old in plan:
+        for path in old:
+            path.unlink()
+        if not current.is_file():
+            current.write_bytes((TRAINED / current.name).read_bytes())
+    return [current for current, _ in plan]
+
+
 def commit_trained() -> list[Path]:
     """Copy this code's trained models (the default configurations) into COMMITTED,
     replacing older ones of the same model."""
@@ -125,21 +197,21 @@ def commit_trained() -> list[Path]:
     for name, run in runs.items():
         if name.startswith("mqar-"):
             trained_mqar(run)
-    COMMITTED.mkdir(parents=True, exist_ok=True)
-    written = []
-    for name, config in runs.items():
-        current = COMMITTED / file_name(name, config)
-        for old in COMMITTED.glob(f"{name}-*.pt"):
-            if old != current:
-                old.unlink()
-        if not current.is_file():
-            current.write_bytes((TRAINED / current.name).read_bytes())
-        written.append(current)
-    return written
+    return write_plan(commit_plan(runs))
+
+
+def main(argv: list[str], commit, runs, module: str) -> int:
+    """`python -m <module> --commit-trained [--dry-run]`: commit() refreshes the
+    committed models; --dry-run prints what it would write, training nothing."""
+    if argv not in (["--commit-trained"], ["--commit-trained", "--dry-run"]):
+        raise SystemExit(f"usage: python -m {module} --commit-trained [--dry-run]")
+    if "--dry-run" in argv:
+        print(describe_plan(commit_plan(runs())))
+        return 0
+    for written in commit():
+        print(shown(written))
+    return 0
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] != ["--commit-trained"]:
-        raise SystemExit("usage: python -m lab.model_cache --commit-trained")
-    for written in commit_trained():
-        print(written.relative_to(ROOT))
+    raise SystemExit(main(sys.argv[1:], commit_trained, committed_runs, "lab.model_cache"))

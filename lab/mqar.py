@@ -4,16 +4,12 @@ The one MQAR recipe of the guide's experiments (lab/kv_heads_recall.py: key/valu
 heads; lab/beyond_softmax_recall.py: softmax, Gated DeltaNet and hybrid blocks), and
 the one the trained-model cache (lab/model_cache.py) trains its MQAR models with.
 
-The recipe that trains at this size (2 to 4 layers, one CPU thread, half a minute to
-nine minutes a model): rows of snippets.tasks.mqar with a number of pairs drawn per
-row, so one model is trained once and scored at each number of pairs; the loss only
-on keys seen before in the row (a first occurrence's value is a coin toss, nothing to
-learn); ALiBi positions, with which the previous-token head that MQAR needs forms
-in a few hundred steps (with a learned position table the same model stayed at
-about 1 / pairs for 1,000 steps); AdamW at 3e-3 with a warm-up and a cosine decay;
-a batch of 64 rows for 2 layers, 256 for 4 (with 64, 4-layer softmax GPTs stayed
-near 1 / pairs). No curriculum: with rows replaying their pairs in order first
-(snippets.tasks.mqar's in_order), 4-layer ALiBi softmax GPTs stayed at 1 / pairs.
+The recipe, for 2 to 4 layers on one CPU thread: rows of snippets.tasks.mqar with a
+number of pairs drawn per row, so one model is trained once and scored at each number
+of pairs; the loss only on keys seen before in the row (a first occurrence's value is
+a coin toss, nothing to learn); ALiBi positions, for the previous-token head MQAR
+needs; AdamW at 3e-3 with a warm-up and a cosine decay; a batch of 64 rows for 2
+layers, 256 for 4; no curriculum (snippets.tasks.mqar's in_order is not used).
 
 Recall at N pairs: on fresh rows with exactly N distinct keys, the share of
 repeated keys whose value is the model's top guess.

@@ -273,11 +273,10 @@ def table(result: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     # One thread by default: the same sums in the same order on every machine.
-    cmd = Command("lab.positions", __doc__, threads=1)
-    cmd.parser.add_argument("--processes", type=int, default=2, help="models trained at once")
+    cmd = Command("lab.positions", __doc__, threads=1, jobs=2)
     args = cmd.parse(argv)
     setup = QUICK if args.quick else FULL
-    result = run(setup, cmd.header(SCHEMA), 1 if args.quick else args.processes)
+    result = run(setup, cmd.header(SCHEMA), args.jobs)
     cmd.write(RESULT_FILE.name, result)
     for name, draw in FIGURES.items():
         if name != "positions-learned.svg" or result["learned_similarity"] is not None:

@@ -3,22 +3,28 @@
     python -m lab.see_attention --out DIR   # DIR/attention-explorer.json, as the build writes it
 
 The notebook (docs/see-attention.py) draws heatmaps and masks with the functions
-here; the build's hook (hooks/export_attention.py) asks explorer_data() for what the
+here; the build's hook (hooks/explorer_data.py) asks explorer_data() for what the
 attention page's explorer shows. Both read the models of lab/model_cache.py.
 Shape letters: B batch, T sequence length, L layers, H heads.
 """
 
+import hashlib
 import json
 import sys
 
 import torch
 
 from lab.experiment import Command
-from lab.model_cache import fingerprint, trained_char_gpt, trained_induction
+from lab.model_cache import file_name, trained_char_gpt, trained_induction
 from lab.paths import ARTIFACTS
 from lab.style import COLORS, INK
-from snippets.char_gpt import gpt_attention
-from snippets.induction import induction_scores, previous_token_scores, repeated_tokens
+from snippets.char_gpt import CharGPTConfig, gpt_attention
+from snippets.induction import (
+    InductionConfig,
+    induction_scores,
+    previous_token_scores,
+    repeated_tokens,
+)
 from snippets.masks import attention_mask, causal_mask, padding_mask
 
 COMPACT = {"ensure_ascii": False, "separators": (",", ":")}  # the JSON the build writes
@@ -148,7 +154,13 @@ def explorer_data() -> dict:
         "padding": _mask_rows(padding_mask(lengths, T)[0].expand(T, T)),
         "both": _mask_rows(attention_mask(lengths, T)[0]),
     }
-    return {"fingerprint": fingerprint()[:20], "examples": examples, "masks": masks}
+    return {"fingerprint": models_key(), "examples": examples, "masks": masks}
+
+
+def models_key() -> str:
+    """What the explorer's data is computed from: its two models, by their cache keys."""
+    files = file_name("induction", InductionConfig()) + file_name("char-gpt", CharGPTConfig())
+    return hashlib.sha256(files.encode()).hexdigest()[:20]
 
 
 def main(argv: list[str] | None = None) -> int:

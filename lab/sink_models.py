@@ -1,12 +1,13 @@
 """The models of lab/streaming.py: the guide's GPT trained on Bigram-Backcopy.
 
-    python -m lab.sink_models --commit-trained  # seed 0's models into data/trained/
+    OMP_NUM_THREADS=1 python -m lab.sink_models --commit-trained  # seed 0's, data/trained/
+    python -m lab.sink_models --commit-trained --dry-run  # what that would write: no training
 
 Plain softmax, learned sink logits (gpt-oss) and a sigmoid output gate (Qiu et al.
 2025), from the same start on the same batches. Seed 0's are cached by
-lab/model_cache.py for the suite's quick run, under a key made from this module, what
-it imports and lab/model_cache.py's own key (so lab/streaming.py's tables and figure
-can change freely; lab.model_cache --commit-trained does not refresh these).
+lab/model_cache.py for the suite's quick run, under a key made from this module and
+what it imports (its recipe there: so lab/streaming.py's tables and figure can change
+freely; lab.model_cache --commit-trained does not refresh these).
 """
 
 import dataclasses
@@ -16,12 +17,10 @@ from pathlib import Path
 import torch
 
 from lab import model_cache
-from lab.fingerprint import code_fingerprint
 from snippets.model import GPT, GPTConfig
 from snippets.tasks import backcopy_chain, bigram_backcopy
 from snippets.train import lr_at, make_optimizer, train_step
 
-TRAINED_BY = Path(__file__).resolve()  # the module the cache keys these models by
 MODELS = {  # name -> GPTConfig fields
     "plain": {},
     "learned sinks": {"sinks": True},
@@ -97,10 +96,9 @@ def cache_name(name: str, seed: int) -> str:
 
 
 def cache_key(setup: Setup, name: str, seed: int) -> tuple:
-    """What the cached model depends on besides lab/model_cache.py's own key: this
-    module and what it imports (read as text), the training fields, the model, the seed."""
-    code = code_fingerprint([TRAINED_BY], f"torch {torch.__version__}")
-    return (code, setup.training(), name, seed)
+    """What the cached model depends on besides its recipe's code (this module and what
+    it imports: model_cache.RECIPES): the training fields, the model, the seed."""
+    return (setup.training(), name, seed)
 
 
 def cache_file(setup: Setup, name: str, seed: int) -> str:
@@ -121,24 +119,20 @@ def trained(setup: Setup, name: str, seed: int = 0, model: GPT | None = None) ->
     return loaded
 
 
+def committed_runs() -> dict[str, tuple]:
+    """The models data/trained/ holds: seed 0's (the quick run's), name -> cache key."""
+    return {cache_name(name, 0): cache_key(FULL, name, 0) for name in MODELS}
+
+
 def commit_trained() -> list[Path]:
-    """Seed 0's three models (the quick run's) into data/trained/, trained if needed,
-    replacing older ones of the same model."""
-    written = []
+    """Seed 0's three models into data/trained/, trained if needed, replacing older
+    ones of the same model."""
     for name in MODELS:
         trained(FULL, name, 0)
-        current = model_cache.COMMITTED / cache_file(FULL, name, 0)
-        for old in model_cache.COMMITTED.glob(f"{cache_name(name, 0)}-*.pt"):
-            if old != current:
-                old.unlink()
-        if not current.is_file():
-            current.write_bytes((model_cache.TRAINED / current.name).read_bytes())
-        written.append(current)
-    return written
+    return model_cache.write_plan(model_cache.commit_plan(committed_runs()))
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] != ["--commit-trained"]:
-        raise SystemExit("usage: python -m lab.sink_models --commit-trained")
-    for written in commit_trained():
-        print(written.relative_to(model_cache.ROOT))
+    raise SystemExit(
+        model_cache.main(sys.argv[1:], commit_trained, committed_runs, "lab.sink_models")
+    )

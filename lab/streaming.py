@@ -341,8 +341,7 @@ def sink_plot(data: dict):
 def main(argv: list[str] | None = None) -> int:
     """Run the experiment, write the result file and figure, print the tables."""
     # One thread by default: the same sums in the same order on every machine.
-    cmd = Command("lab.streaming", __doc__, threads=1)
-    cmd.parser.add_argument("--jobs", type=int, default=1, help="models trained at once")
+    cmd = Command("lab.streaming", __doc__, threads=1, jobs=1)
     cmd.parser.add_argument("--seeds", type=int_list(0), help="default: 0 1 2 (quick: 0)")
     args = cmd.parse(argv)
     seeds = args.seeds or ([0] if args.quick else list(SEEDS))

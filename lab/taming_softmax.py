@@ -295,8 +295,7 @@ def timing_table(data: dict) -> str:
 
 def command() -> Command:
     cmd = Command("lab.taming_softmax", __doc__, threads=1, subcommands=True)
-    growth = cmd.subcommand("growth", help="the learning-rate sweep", quick=True)
-    growth.add_argument("--jobs", type=int, default=1, help="models trained at once")
+    cmd.subcommand("growth", help="the learning-rate sweep", quick=True, jobs=1)
     cmd.subcommand("timing", help="each piece against the plain layer", quick=True)
     return cmd
 

@@ -1,10 +1,11 @@
 """One attention layer for today's models: every choice is a field of a spec.
 
-Needs torch and the guide's pieces: snippets/checks.py, snippets/rope_scaling.py
-(scaled and partial RoPE), snippets/layer_schedule.py (window and chunk layers,
-the NoPE temperature, the cache), snippets/taming.py (QK-norm, soft-cap, sinks,
-the output gate) and snippets/kv_heads.py (expand_kv). A family is data: a list of
-AttentionSpec, one per layer (snippets/families.py builds them from published
+Needs torch and the guide's pieces: snippets/checks.py, snippets/cache.py (the
+cache), snippets/rope_scaling.py (scaled and partial RoPE),
+snippets/layer_schedule.py (window and chunk layers, the NoPE temperature),
+snippets/taming.py (QK-norm, soft-cap, sinks, the output gate) and
+snippets/kv_heads.py (expand_kv). A family is data: a list of
+AttentionSpec, one per layer (lab/families.py builds them from published
 configs); the layer has no branch per family.
 
 Shape letters: B batch, T positions, C channels, H query heads, G key/value
@@ -178,8 +179,8 @@ class ConfigurableAttention(nn.Module):
         """
         s = self.spec
         group = s.n_head // s.n_kv_head
-        # Copies of the key/value heads: measured once on this project's CPU
-        # machine, the fused kernel ran faster on them than with enable_gqa.
+        # A copy of each key/value head per query head, not enable_gqa: the
+        # faster of the two for the fused kernel on CPU.
         k, v = expand_kv(k, group), expand_kv(v, group)  # (B, H, Ta, D)
         if s.softcap is None and not s.sinks and not return_weights:
             return F.scaled_dot_product_attention(

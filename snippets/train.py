@@ -1,10 +1,10 @@
 """Training the guide's GPT on a CPU: AdamW, a schedule, clipping, accumulation,
 checkpoints that resume exactly, and the same loop on several processes.
 
-Needs torch, and snippets/model.py, data.py, corpus.py and tokenizer.py. The
-command line (a progress bar, the loss plot, the throughput benchmark) is
-lab/train.py: `python -m lab.train --help`. Shape letters: B batch, T sequence
-length.
+Needs torch, snippets/model.py and snippets/train_data.py (the corpus and the
+batches). The command line (a progress bar, the loss plot, the throughput
+benchmark) is lab/train.py: `python -m lab.train --help`. Shape letters: B batch,
+T sequence length.
 """
 
 # --8<-- [start:imports]

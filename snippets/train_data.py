@@ -4,11 +4,13 @@ Needs torch, and snippets/corpus.py, data.py and tokenizer.py; snippets/train.py
 trains on it. Shape letters: B batch, T sequence length.
 """
 
+# TrainConfig (snippets/train.py, which imports this module) is named in an
+# annotation only, never evaluated: importing it would make a circle.
+# ruff: noqa: F821
 from __future__ import annotations
 
 # --8<-- [start:imports]
 import dataclasses
-from typing import TYPE_CHECKING
 
 import torch
 
@@ -17,9 +19,6 @@ from snippets.data import get_batch
 from snippets.tokenizer import CharTokenizer
 
 # --8<-- [end:imports]
-
-if TYPE_CHECKING:  # for the annotations only: train.py imports this module
-    from snippets.train import TrainConfig
 
 __all__ = [
     "MARKOV",

@@ -5,7 +5,7 @@ here, the plan on a few made-up blocks.
 """
 
 from hooks.page_downloads import plan, script_cells
-from tests.pagecheck.parser import Block
+from hooks.page_parser import Block
 
 
 def blocks(*codes: str) -> list[Block]:

@@ -2,12 +2,14 @@
 the result file it writes, and the machine lines a page prints."""
 
 import argparse
+import ast
 import json
 
 import pytest
 import torch
 
 from lab import experiment
+from lab.common import ROOT
 from lab.paths import ARTIFACTS, RESULTS_DIR
 
 MACHINE = {
@@ -63,6 +65,71 @@ def test_subcommands_each_have_the_three_options():
     cmd.subcommand("cost", help="a subcommand", threads=None)
     args = cmd.parse(["cost", "--quick", "--threads", "0"])
     assert args.command == "cost" and args.quick and args.threads == 0
+
+
+def test_jobs_follow_one_rule(capsys):
+    cmd = experiment.Command("lab.my_page", "a test", jobs=3)
+    assert cmd.parse([]).jobs == 3  # the command's default for a full run
+    assert cmd.parse(["--quick"]).jobs == 1  # the suite's quick run: one process
+    assert cmd.parse(["--quick", "--jobs", "2"]).jobs == 2  # given: as given
+    assert cmd.parse(["--jobs", "1"]).jobs == 1
+    with pytest.raises(SystemExit):
+        cmd.parse(["--jobs", "0"])
+    assert "argument --jobs: must be positive, got 0" in capsys.readouterr().err
+    assert "jobs" not in experiment.Command("lab.my_page", "a test").parse([])
+
+
+def test_jobs_on_a_subcommand_and_on_a_parser_of_its_own():
+    cmd = experiment.Command("lab.my_page", "a test", subcommands=True)
+    cmd.subcommand("sweep", help="trains models", jobs=2)
+    cmd.subcommand("timing", help="trains none")
+    assert cmd.parse(["sweep"]).jobs == 2 and cmd.parse(["sweep", "--quick"]).jobs == 1
+    assert "jobs" not in cmd.parse(["timing"])
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true")
+    experiment.add_jobs(parser, 4)
+    assert experiment.jobs(parser.parse_args([])) == 4
+    assert experiment.jobs(parser.parse_args(["--quick"])) == 1
+    assert experiment.jobs(parser.parse_args(["--jobs", "3"])) == 3
+
+
+PARALLEL_SPELLINGS = {"--jobs", "-j", "--workers", "--processes", "--procs", "--parallel"}
+
+
+def options_defined(source: str) -> set[str]:
+    """The option strings a module passes to add_argument."""
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "add_argument":
+            found |= {a.value for a in node.args if isinstance(a, ast.Constant)}
+    return found
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "lab").glob("*.py")), ids=lambda p: p.name)
+def test_models_trained_at_once_is_one_option_defined_once(path):
+    """Every lab command that trains in parallel takes experiment's --jobs: none spells its
+    own (--workers, --processes, -j, or a --jobs of other rules)."""
+    if path.name == "experiment.py":
+        assert "--jobs" in options_defined(path.read_text(encoding="utf-8"))
+        return
+    own = options_defined(path.read_text(encoding="utf-8")) & PARALLEL_SPELLINGS
+    assert not own, (
+        f"lab/{path.name} defines {sorted(own)}: use experiment.Command(..., jobs=N) or "
+        "experiment.add_jobs(parser, N), the one --jobs"
+    )
+
+
+def test_the_parallel_commands_take_jobs(capsys):
+    from lab import beyond_softmax, kv_heads_recall, positions, streaming, taming_softmax
+
+    commands = {
+        streaming.main: [], positions.main: [], kv_heads_recall.main: [],
+        taming_softmax.main: ["growth"], beyond_softmax.main: ["recall"],
+    }  # fmt: skip
+    for main, sub in commands.items():
+        with pytest.raises(SystemExit):
+            main([*sub, "--help"])
+        assert "--jobs N" in capsys.readouterr().out, main.__module__
 
 
 def test_machine_lines_long_and_brief():

@@ -1,15 +1,13 @@
 """The committed trained models of lab/model_cache.py: a fresh clone loads them rather than
 training, only when they were trained by this code."""
 
-from pathlib import Path
-
 import pytest
 import torch
 
 import lab.model_cache as models
-from lab import fingerprint, model_cache
+from lab import model_cache, sink_models
 from snippets.induction import AttentionOnly, InductionConfig
-from tests.code_copy import assert_key_follows_the_code, copy_of_the_code
+from tests.code_copy import copy_of_the_code
 
 
 @pytest.fixture
@@ -59,21 +57,89 @@ def test_the_committed_models_are_this_codes():
             f"data/trained/ holds {committed} for {name!r}, not this code's "
             f"{models.file_name(name, config)}: run `OMP_NUM_THREADS=1 python -m lab.model_cache "
             "--commit-trained` (on one thread, as the suite trains: two give other weights), "
-            "then the same for lab.sink_models, whose key covers this module's"
+            "then `... lab.sink_models --commit-trained` if its models are stale too"
         )
 
 
-def test_model_cache_key_covers_the_imported_modules_and_the_data(tmp_path, monkeypatch):
-    modules = {p.name for p in fingerprint.imported_modules([Path(model_cache.__file__)])}
-    assert {"model_cache.py", "char_gpt.py", "induction.py", "attention.py", "model.py"} <= modules
-    assert {"paths.py", "common.py", "fingerprint.py"} <= modules
-    assert {"corpus.py", "tokenizer.py", "data.py", "objectives.py"} <= modules
-    assert "generate.py" not in modules  # a module no training reads changes nothing
+def all_keys() -> dict[str, str]:
+    """The file name of every committed model (lab.model_cache's and lab.sink_models')."""
+    runs = {**models.committed_runs(), **sink_models.committed_runs()}
+    return {name: models.file_name(name, config) for name, config in runs.items()}
 
+
+def test_a_model_is_keyed_by_its_recipe_s_code_and_data(tmp_path, monkeypatch):
     copy = copy_of_the_code(tmp_path)
-    monkeypatch.setattr(models, "__file__", str(copy / "lab" / "model_cache.py"))
     monkeypatch.setattr(models, "ROOT", copy)
-    assert_key_follows_the_code(copy, model_cache.fingerprint)
+    before = all_keys()
+    assert before == all_keys()
+    groups = {
+        "induction": {"induction"},
+        "char-gpt": {"char-gpt"},
+        "mqar": {n for n in before if n.startswith("mqar-")},
+        "streaming": {n for n in before if n.startswith("streaming-")},
+    }
+    assert len(groups["mqar"]) == 5 and len(groups["streaming"]) == 3
+    assert set().union(*groups.values()) == set(before)
+
+    def changed_by(edit: str, text: str) -> set[str]:
+        path = copy / edit
+        original = path.read_bytes()
+        path.write_bytes(original + text.encode())
+        try:
+            after = all_keys()
+        finally:
+            path.write_bytes(original)
+        return {name for name in before if after[name] != before[name]}
+
+    code = "\nUNUSED_BY_TRAINING = 1\n"  # a line of code: it runs, so it re-keys
+    # One experiment's module: its models only.
+    assert changed_by("lab/mqar.py", code) == groups["mqar"]
+    assert changed_by("lab/sink_models.py", code) == groups["streaming"]
+    assert changed_by("snippets/induction.py", code) == groups["induction"]
+    assert changed_by("snippets/char_gpt.py", code) == groups["char-gpt"]
+    assert changed_by("data/guide-snapshot.txt", "\n") == groups["char-gpt"]
+    # A piece the recipes share: the models built or trained with it.
+    uses_model = groups["char-gpt"] | groups["mqar"] | groups["streaming"]
+    assert changed_by("snippets/model.py", code) == uses_model
+    assert changed_by("snippets/attention.py", code) == set(before)
+    # Not what trains a model: comments and docstrings, the cache itself, other commands.
+    assert changed_by("lab/mqar.py", "# a comment\n") == set()
+    mqar = copy / "lab" / "mqar.py"
+    text = mqar.read_text(encoding="utf-8")
+    for old, new in (
+        ('"""Training a small GPT', '"""Said otherwise: training a small GPT'),  # the module's
+        ('"""One trained model:', '"""Said otherwise, one trained model:'),  # a class's
+    ):
+        assert old in text, old
+        mqar.write_text(text.replace(old, new, 1), encoding="utf-8")
+        assert all_keys() == before, new
+    mqar.write_text(text, encoding="utf-8")
+    for other in ("lab/model_cache.py", "lab/fingerprint.py", "lab/streaming.py"):
+        assert changed_by(other, code) == set(), other
+    (copy / "snippets" / "unrelated.py").write_text("import torch\n")
+    assert all_keys() == before
+
+
+def test_the_refresh_commands_dry_run_says_what_they_would_write(empty_cache, capsys):
+    stale = empty_cache / "induction-00000000000000000000.pt"
+    stale.write_bytes(b"old")
+    current = models.file_name("char-gpt", models.CharGPTConfig())
+    (empty_cache / current).write_bytes(b"fresh")
+    assert models.main(["--commit-trained", "--dry-run"], None, models.committed_runs, "m") == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == len(models.committed_runs())
+    induction = models.file_name("induction", InductionConfig())
+    assert f"{induction}: would be written (trained), replacing {stale.name}" in lines[0]
+    assert lines[1].endswith(f"{current}: up to date")
+    assert sorted(p.name for p in empty_cache.iterdir()) == sorted([stale.name, current])
+    assert stale.read_bytes() == b"old"  # nothing written, nothing removed, nothing trained
+    with pytest.raises(SystemExit, match=r"usage: python -m lab.sink_models --commit-trained"):
+        models.main(["--dry-run"], None, sink_models.committed_runs, "lab.sink_models")
+
+
+def test_a_model_without_a_recipe_is_refused():
+    with pytest.raises(KeyError, match=r"model name 'bigram' has no recipe: RECIPES knows"):
+        models.file_name("bigram", InductionConfig())
 
 
 def test_the_build_trained_the_models_and_they_are_reused(built_site, monkeypatch):

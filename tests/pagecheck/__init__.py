@@ -1,7 +1,8 @@
 """Run every code block of every page in ``docs/``, as the reader sees it.
 
 The pytest plugin is ``tests.pagecheck.plugin`` (enabled by the repository's ``conftest.py``);
-``parser`` reads a page, ``runner`` runs its blocks. For each Markdown page
+``hooks.page_parser`` reads a page (the build's hooks read pages with it too), ``runner`` runs
+its blocks. For each Markdown page
 it finds the fenced code blocks, expands ``--8<--`` includes with the very pymdownx snippet
 preprocessor and settings that ``mkdocs.yml`` gives the site, and then:
 

@@ -14,7 +14,7 @@ import traceback
 import types
 from pathlib import Path
 
-from tests.pagecheck.parser import Block
+from hooks.page_parser import Block
 
 HARNESS = Path(__file__).parent  # frames from these files are the harness's, not the page's
 

@@ -136,7 +136,7 @@ def test_notebook_and_script_hold_the_pages_blocks(downloads):
     """The notebook's code cells are the script's cells, and every Output block of a page
     whose block is in the download is that cell's stored output (read from the page here,
     with the harness's parser, not from the hook)."""
-    from tests.pagecheck.parser import markdown_snippet_expander, parse_page
+    from hooks.page_parser import markdown_snippet_expander, parse_page
 
     expand = markdown_snippet_expander(ROOT / "mkdocs.yml")
     for name, (script, notebook) in downloads.items():

@@ -1,7 +1,7 @@
 """The layout rules: snippets/ holds what pages show, readable in one sitting, needing only torch
-and the standard library; everything else (commands, plots, caches) is in lab/, whose imports
-form no circle; tests/ mirrors the code; and no project Python file holds so much that it does
-more than one job (MAX_FILE_LINES)."""
+and the standard library; everything else (commands, plots, caches) is in lab/; the modules of
+snippets/, lab/ and hooks/ import each other in no circle; tests/ mirrors the code; and no
+project Python file holds so much that it does more than one job (MAX_FILE_LINES)."""
 
 import ast
 import sys
@@ -33,9 +33,10 @@ def imported_packages(path) -> set[str]:
     return names
 
 
-def lab_imports(path: Path, package: str = "lab") -> set[str]:
-    """The lab modules a lab module imports, anywhere in it (an import inside a function is
-    still a dependency: it only hides a circle until that function runs)."""
+def package_imports(path: Path, package: str = "lab") -> set[str]:
+    """The modules of `package` (lab, snippets, hooks) that one of its modules imports,
+    anywhere in it (an import inside a function, or under `if TYPE_CHECKING:`, is still a
+    dependency: it only hides a circle until that code runs or a tool reads it)."""
     modules = {p.stem for p in path.parent.glob("*.py")}
     names = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -100,13 +101,26 @@ def test_every_snippets_module_has_its_tests(path):
     assert expected.is_file(), f"snippets/{path.name} has no {expected.relative_to(ROOT)}"
 
 
-def test_lab_modules_import_each_other_in_no_circle():
-    graph = {path.stem: lab_imports(path) for path in sorted((ROOT / "lab").glob("*.py"))}
+@pytest.mark.parametrize("package", ["snippets", "lab", "hooks"])
+def test_a_package_s_modules_import_each_other_in_no_circle(package):
+    folder = ROOT / package
+    graph = {path.stem: package_imports(path, package) for path in sorted(folder.glob("*.py"))}
     circle = import_circle(graph)
     assert circle is None, (
-        "lab/ imports in a circle: "
-        + " -> ".join(f"lab/{name}.py" for name in circle)
-        + "; move what both need into a module that imports neither"
+        f"{package}/ imports in a circle: "
+        + " -> ".join(f"{package}/{name}.py" for name in circle)
+        + "; move what both need into a module that imports neither (an import for an"
+        " annotation only counts too: name the type in the annotation without importing it)"
+    )
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "hooks").glob("*.py")), ids=lambda p: p.name)
+def test_the_build_s_hooks_never_import_the_tests(path):
+    # The site builds from a checkout without tests/: what a hook and the suite both need (the
+    # page parser) lives in hooks/, and the suite imports it from there.
+    assert "tests" not in imported_packages(path), (
+        f"hooks/{path.name} imports tests/: move what it needs into hooks/ (as the page "
+        "parser is, in hooks/page_parser.py) and let the tests import it from there"
     )
 
 
@@ -116,7 +130,7 @@ def test_the_circle_finder_finds_circles_through_function_level_imports(tmp_path
     (tmp_path / "a.py").write_text("from lab.b import f\n")
     (tmp_path / "b.py").write_text("def f():\n    from lab import a\n    return a\n")
     (tmp_path / "c.py").write_text("import lab.a\n")
-    graph = {path.stem: lab_imports(path) for path in tmp_path.glob("*.py")}
+    graph = {path.stem: package_imports(path) for path in tmp_path.glob("*.py")}
     assert graph == {"a": {"b"}, "b": {"a"}, "c": {"a"}}
     assert import_circle(graph) == ["a", "b", "a"]
     assert import_circle({"a": {"b"}, "b": set(), "c": {"a", "b"}}) is None

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from hooks.page_parser import RUN, markdown_snippet_expander, parse_page
 from lab.common import ROOT
-from tests.pagecheck.parser import RUN, markdown_snippet_expander, parse_page
 
 PAGES = sorted((ROOT / "docs").rglob("*.md"))
 

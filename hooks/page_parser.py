@@ -1,5 +1,7 @@
 """Reading a page: its fences, their includes expanded as the site renders them, the Output
-blocks and the ``check:`` markers. Nothing here runs code or knows pytest."""
+blocks and the ``check:`` markers. Nothing here runs code or knows pytest: the build's hooks
+(hooks/page_downloads.py) and the page harness (tests/pagecheck/) both read pages with it, so
+the downloads hold exactly the blocks the suite runs, and hooks/ never imports tests/."""
 
 from __future__ import annotations
 
