@@ -66,11 +66,31 @@ def test_the_figures_ink_is_the_style_s():
     assert "#000000" not in text  # matplotlib's black, unreadable on slate
 
 
+NUMBER = re.compile(r"-?\d+\.\d+")
+
+
+def same_drawing(a: str, b: str, tolerance: float = 1e-3) -> bool:
+    """The same SVG but for coordinates within `tolerance`: matplotlib's path
+    arithmetic differs in the sixth decimal between CPUs (AVX2 against AVX-512 seen:
+    182.376947 against 182.376948 in one tick of taming-growth.svg)."""
+    if NUMBER.split(a) != NUMBER.split(b):
+        return False
+    numbers = zip(NUMBER.findall(a), NUMBER.findall(b), strict=True)
+    return all(abs(float(x) - float(y)) <= tolerance for x, y in numbers)
+
+
+def test_same_drawing_catches_what_moves_and_forgives_the_sixth_decimal():
+    assert same_drawing('<path d="M 182.376947 5"/>', '<path d="M 182.376948 5"/>')
+    assert not same_drawing('<path d="M 182.4 5"/>', '<path d="M 182.3 5"/>')
+    assert not same_drawing("<text>0.5</text>", "<text>0.5 nats</text>")
+
+
 @pytest.mark.parametrize("path", list(figures.committed_figures()), ids=lambda p: p.name)
 def test_committed_figure_is_drawn_from_the_committed_result(path):
-    """`python -m lab.figures` redraws it byte for byte: the figure shows the file's data."""
+    """`python -m lab.figures` redraws it: the figure shows the file's data."""
     drawn = style.svg_text(figures.committed_figures()[path]())
-    assert path.read_text(encoding="utf-8") == drawn, "redraw with: python -m lab.figures"
+    committed = path.read_text(encoding="utf-8")
+    assert same_drawing(committed, drawn), "redraw with: python -m lab.figures"
 
 
 def test_attention_cost_rejects_an_unknown_quantity():
