@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -312,3 +313,15 @@ def test_planted_small_figure_text_and_wrapping_table_are_caught(planted):
     ), problems
     assert problems[1].startswith("printed table 'layer head"), problems
     assert "3 row(s) wrap onto a second line" in problems[1], problems
+
+
+def test_a_tab_that_draws_no_frame_is_found_in_the_frame_wait(planted):
+    """bv.draws_frames, which bounds a stalled tab's cost: a page whose requestAnimationFrame
+    never calls back (a stand-in for a tab that stopped drawing) is told apart from a well
+    one within the wait, not after a playwright timeout."""
+    page = planted("clean").page
+    assert bv.draws_frames(page)
+    page.evaluate("() => { window.requestAnimationFrame = () => 0; }")
+    start = time.monotonic()
+    assert not bv.draws_frames(page, 300)
+    assert time.monotonic() - start < 5
