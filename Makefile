@@ -7,7 +7,7 @@ PYTHON ?= python3
 BIN := $(VENV)/bin
 export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: serve test test-latest build clean
+.PHONY: serve test test-page test-latest build clean
 
 $(BIN)/.installed: requirements.txt pyproject.toml tools/package-lock.json
 	@command -v npm >/dev/null || { echo "Node.js and npm are needed: the build typesets the \
@@ -26,6 +26,12 @@ serve: $(BIN)/.installed
 
 test: $(BIN)/.installed
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# One page, for a contributor's loop: its blocks, its download and its browser checks, side by
+# side (tests/browser/one_page.py): make test-page PAGE=docs/attention.md
+test-page: $(BIN)/.installed
+	@test -n "$(PAGE)" || { echo "make test-page PAGE=docs/<page>.md"; exit 2; }
+	$(BIN)/python -m tests.browser.one_page $(PAGE)
 
 # Drift guard (weekly workflow): the suite against the newest releases, in a separate venv,
 # with the newest MathJax 3 in tools/ and the newest Mermaid vendored into docs/ (this

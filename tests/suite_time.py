@@ -13,8 +13,9 @@ other jobs' too), and the difference.
 
 The summary names the longest chain (the unit of tests/xdist_scheduling.py that took longest:
 no run can be shorter), each worker's busy time and the five slowest tests. On a full run (no
-paths, no -k or -m), a wall time over the budget (--time-budget, 150 s) is reported loudly;
-with --time-budget-fails it also fails the session.
+paths, no -k or -m), a wall time over the budget (--time-budget, 200 s; the moonshot is 150 s)
+is reported loudly, and never fails the run: the same code has taken 290-337 s of pytest on
+this 2-core machine as its neighbours' load changed (issue 33).
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ import pytest
 
 from tests.xdist_scheduling import scope_of
 
-BUDGET_S = 150.0  # the suite's budget: pytest's wall time on 2 cores
+BUDGET_S = 200.0  # the suite's budget: pytest's wall time on 2 cores, for a clean clone
+MOONSHOT_S = 150.0  # the time it aims at beyond the budget
 _START = pytest.StashKey[float]()  # per test: CPU seconds at setup
 _RUN = pytest.StashKey["SuiteTime"]()
 
@@ -60,12 +62,7 @@ def pytest_addoption(parser):
         "--time-budget",
         type=float,
         default=BUDGET_S,
-        help=f"seconds of wall time a full run may take (default {BUDGET_S:g})",
-    )
-    group.addoption(
-        "--time-budget-fails",
-        action="store_true",
-        help="a full run over the time budget fails the session (by default it is reported)",
+        help=f"seconds of wall time a full run should take, else reported (default {BUDGET_S:g})",
     )
 
 
@@ -126,8 +123,6 @@ class SuiteTime:
         self.elapsed = time.monotonic() - self.start
         if self.machine_start is not None:
             self.machine_cpu = machine_cpu_seconds() - self.machine_start
-        if self.over_budget() and self.config.getoption("--time-budget-fails"):
-            session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     def pytest_terminal_summary(self, terminalreporter):
         if not self.wall or self.elapsed is None:
@@ -166,11 +161,10 @@ class SuiteTime:
         if not full_run(self.config):
             return
         if self.over_budget():
-            fails = self.config.getoption("--time-budget-fails")
             terminalreporter.write_line(
                 f"SUITE OVER ITS TIME BUDGET: {self.elapsed:.1f} s of wall time, budget "
-                f"{budget:g} s{' (this fails the session)' if fails else ''}; the lines above "
-                "say where the time went",
+                f"{budget:g} s (moonshot {MOONSHOT_S:g} s); the lines above say where the time "
+                "went (reported, never a failure: wall time follows the machine's load)",
                 red=True,
                 bold=True,
             )

@@ -440,12 +440,45 @@ def check_phone_fit(page) -> list[str]:
             together("phone-overflow", "phone-legibility", "copy-room"), [None, MIN_TEXT_PX, None]
         )
     problems = legibility_problems(legibility) + copy_room_problems(covered, PHONE["width"])
+    return overflow_problems(s) + problems
+
+
+def overflow_problems(s: dict) -> list[str]:
+    """phone-overflow.js's findings as problems: a page wider than the phone's window."""
     if s["scroll"] <= s["width"]:
-        return problems
+        return []
     return [
         f"at {PHONE['width']} px the page is {s['scroll']} px wide and scrolls sideways: "
         + ", ".join(s["culprits"] or ["no single element found"])
-    ] + problems
+    ]
+
+
+def check_phone_overflow(page) -> list[str]:
+    """At a phone's 390 px nothing makes the page scroll sideways: check_phone_fit's first
+    half, without its legibility and copy-room measurements (the cheap checks of an API
+    page, tests/browser/tiers.py)."""
+    with viewport(page, PHONE):
+        s = page.evaluate(js("phone-overflow"))
+    return overflow_problems(s)
+
+
+def check_headings(page) -> list[str]:
+    """The article's headings hold together: exactly one h1, no level skipped on the way
+    down (h2 then h4), every other heading with a non-empty text and an id of its own (the
+    #anchor the table of contents and links point at)."""
+    s = page.evaluate(js("headings"))
+    problems = []
+    if len(s["h1"]) != 1:
+        problems.append(f"{len(s['h1'])} h1 headings in the article, not 1: {s['h1'][:3]}")
+    problems += [
+        f"heading {k['text']!r} is an h{k['to']} right under an h{k['from']}: a level skipped"
+        for k in s["skips"]
+    ]
+    problems += [f"heading {t!r} has no id: nothing can link to it" for t in s["noId"]]
+    if s["empty"]:
+        problems.append(f"{s['empty']} heading(s) without text")
+    problems += [f"two headings share the id {i!r}" for i in s["duplicateIds"]]
+    return problems
 
 
 def check_wide_formulas(page) -> list[str]:

@@ -2,6 +2,9 @@
 
     python -m tests.browser.cpu_by_check SITE_DIR [PATH ...]   # e.g. site attention/ masks/
 
+Each page gets the checks the suite gives it (tests/browser/tiers.py); GUIDE_EVERY_CHECK=1
+gives every page every check, to compare.
+
 The suite's own counts cannot see the browser: no test process waits for chromium's
 processes, so their CPU is in no test's count (tests/suite_time.py prints the machine's
 total beside it). This runs tests/pages/test_browser.py's ``inspect_page`` on every page of
@@ -20,7 +23,9 @@ import urllib.request
 from collections import Counter
 from pathlib import Path
 
+from lab.common import ROOT
 from tests.browser import server as bs
+from tests.browser import tiers
 from tests.browser import visit as bv
 
 
@@ -65,6 +70,10 @@ def main(site: Path, paths: list[str]) -> None:
     server = bs.SiteServer(site, overlay=Path(tempfile.mkdtemp()), prefix=prefix)
     with urllib.request.urlopen(server.base + "sitemap.xml", timeout=10) as res:
         pages = bs.pages_from_sitemap(res.read().decode(), server.base)
+    # Each page gets the checks the suite gives it (tests/browser/tiers.py), from the plan of
+    # the whole site; GUIDE_EVERY_CHECK=1 gives every page every check (as before issue 33).
+    plan = tiers.plan(site, [u[len(server.base) - 1 :] for u in pages], tiers.rotation_key(ROOT))
+    every = os.environ.get("GUIDE_EVERY_CHECK") == "1"
     pages = [server.base + p for p in paths] if paths else pages + [server.base + "404.html"]
     from playwright.sync_api import sync_playwright
 
@@ -74,8 +83,10 @@ def main(site: Path, paths: list[str]) -> None:
         tab = bv.SiteBrowser(chromium, server.origin)
         for url in pages:
             before = chromium_cpu()
-            tb.inspect_page(tab, server, url)
-            print(f"{chromium_cpu() - before:6.1f} s  {url[len(server.base) - 1 :]}", flush=True)
+            page = url[len(server.base) - 1 :]
+            tb.inspect_page(tab, server, url, every or plan.every_check(page))
+            checks = "every check" if every else plan.checks(page)
+            print(f"{chromium_cpu() - before:6.1f} s  {page}  {checks}", flush=True)
         total = chromium_cpu() - first
         tab.close()
         chromium.close()

@@ -186,6 +186,28 @@ class SiteBrowser:
         self.context.close()
 
 
+# How long a tab may take to draw its next frame before it counts as stalled (a loaded
+# machine draws one in well under 100 ms; see draws_frames).
+FRAME_WAIT_MS = 2000
+STALLED = "the tab stopped drawing frames"
+
+
+def draws_frames(page, wait_ms: int = FRAME_WAIT_MS) -> bool:
+    """Whether the tab draws a frame (calls requestAnimationFrame back) within ``wait_ms``.
+
+    Now and then a tab stops drawing frames: every later hover, click and screenshot then
+    waits for a frame until its timeout (15-30 s each, some 3 minutes a page). Asked before
+    them, this costs a frame when the tab is well and ``wait_ms`` when it is not, and the
+    caller goes on in a fresh tab (tests/pages/test_browser.py's _visitor)."""
+    return page.evaluate(
+        """(ms) => new Promise(done => {
+             requestAnimationFrame(() => done(true));
+             setTimeout(() => done(false), ms);
+           })""",
+        wait_ms,
+    )
+
+
 def first_visit_bytes(visit: Visit, server: SiteServer, before_scroll: bool = False) -> int:
     """What a first visit of the page downloads (before any scroll, or in all): the size of
     every distinct file it asked for, headers left out."""

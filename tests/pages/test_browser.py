@@ -24,6 +24,7 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -32,7 +33,7 @@ from pathlib import Path
 import pytest
 
 from lab.common import ROOT
-from tests.browser import BROWSER_REPORT, BROWSER_TABLE, js
+from tests.browser import BROWSER_REPORT, BROWSER_TABLE, js, tiers
 from tests.browser import checks as bc
 from tests.browser import server as bs
 from tests.browser import visit as bv
@@ -94,10 +95,12 @@ class _Results:
     def __init__(self):
         self.problems: dict[str, list[str]] = {}
         self.seconds: dict[str, float] = {}
+        self.ran: list[str] = []  # the checks' function names, in order (as in tiers.CHEAP)
 
     def run(self, name: str, check, *args) -> list[str]:
         """Run one check; one that crashes is a problem of that check, not a lost session."""
         start = time.perf_counter()
+        self.ran.append(check.__name__)
         try:
             found = check(*args) or []
         except Exception as err:  # reported, with its type, as a problem of this check
@@ -111,8 +114,11 @@ NAV_TARGETS = """() => [...document.querySelectorAll("nav.md-nav--primary a.md-n
   .map(a => a.href.split("#")[0])"""
 
 
-def inspect_page(tab: bv.SiteBrowser, server: bs.SiteServer, url: str) -> dict:
-    """Load one page once, as a first visit (empty cache), and run every per-page check."""
+def inspect_page(
+    tab: bv.SiteBrowser, server: bs.SiteServer, url: str, every_check: bool = True
+) -> dict:
+    """Load one page once, as a first visit (empty cache), and run its checks: every one; or,
+    unless ``every_check`` (an API page, tests/browser/tiers.py), the cheap ones, tiers.CHEAP."""
     start = time.perf_counter()
     visit = tab.visit(url, whole_search_index=url[len(server.base) - 1 :] in WHOLE_SEARCH_INDEX)
     page, slug = tab.page, _slug(url, server.base)
@@ -120,42 +126,18 @@ def inspect_page(tab: bv.SiteBrowser, server: bs.SiteServer, url: str) -> dict:
     results.seconds["load"] = round(time.perf_counter() - start, 2)
     results.run("rendered", bc.check_rendered, visit)
     math, diagrams = bc.math_state(page), bc.diagram_state(page)
-    results.run("math", bc.check_math, page)
-    results.run("math", bc.check_formula_sizes, page, ["desktop"])
-    results.run("diagrams", bc.check_diagrams, page)
-    results.run("diagrams", bc.check_diagram_boxes, page)
-    results.run("links", bc.check_links, page, server.base)
-    results.run("copy", bc.check_copy_buttons, page)
-    results.run("axe", lambda: bc.check_accessibility(page)["problems"])
-    results.run("contrast", bc.check_math_contrast, page)
-    results.run("contrast", bc.check_code_contrast, page)
-    results.run("figures", bc.check_figures, page)
-    light, dark = SCREENSHOTS / f"{slug}-light", SCREENSHOTS / f"{slug}-dark"
-    results.run("screenshots", bc.screenshot, page, light, FULL_SCREENSHOTS, ["desktop"])
-    # Dark: the toggle, the math's, code's and figures' contrast there, the screenshots; then
-    # light. A page with neither math nor a figure (the API reference, the 404 page) has
-    # nothing for that pass to check: it is left out there, and the toggle is tried on every
-    # other page. Everything at phone width is done in one resize (bc.viewport).
-    has_figures = bool(page.evaluate(js("figures")))
-    dark_pass = bool(math["formulas"] or has_figures)
-    toggled = False
-    try:
-        with bc.viewport(page, bv.PHONE):
-            results.run("math", bc.check_formula_sizes, page, ["phone"])
-            results.run("phone", bc.check_phone_fit, page)
-            results.run("phone", bc.check_wide_formulas, page)
-            results.run("screenshots", bc.screenshot, page, light, False, ["phone"])
-            toggled = dark_pass and not results.run("palette", bc.toggle_palette, page)
-            if toggled:
-                results.run("screenshots", bc.screenshot, page, dark, False, ["phone"])
-    except Exception as err:  # the resize itself
-        results.problems.setdefault("phone", []).append(crash(err))
-    if toggled:
-        results.run("contrast", bc.check_math_contrast, page)
-        results.run("contrast", bc.check_code_contrast, page)
-        results.run("figures", bc.check_figures, page)
-        results.run("screenshots", bc.screenshot, page, dark, False, ["desktop"])
-        results.run("palette", bc.toggle_palette, page)
+    dark_pass = False
+    if _stalled(page, results, "after the load"):
+        pass  # _visitor inspects the page again in a fresh tab
+    else:
+        results.run("math", bc.check_math, page)
+        results.run("diagrams", bc.check_diagrams, page)
+        results.run("links", bc.check_links, page, server.base)
+        results.run("headings", bc.check_headings, page)
+        if every_check:
+            dark_pass = _expensive_checks(page, slug, math, results)
+        else:
+            results.run("phone", bc.check_phone_overflow, page)
     if bc.scheme(page) != "default":  # whatever happened, the next page starts light
         page.evaluate("() => localStorage.clear()")
     results.run("network", bc.check_network, visit)
@@ -180,13 +162,72 @@ def inspect_page(tab: bv.SiteBrowser, server: bs.SiteServer, url: str) -> dict:
         "search_index": visit.search_index,
         "nav": page.evaluate(NAV_TARGETS),
         "problems": results.problems,
+        "every_check": every_check,
+        "ran": sorted(set(results.ran)),
         "dark_checked": dark_pass,
         "seconds": results.seconds,
     }
 
 
+def _expensive_checks(page, slug: str, math: dict, results: _Results) -> bool:
+    """The checks an API page gets only when tiers.plan() picks it: formula sizes, diagram
+    boxes, copy buttons, axe, contrast, figures, the dark pass, the phone's legibility and
+    copy room, screenshots. Returns whether the dark pass ran."""
+
+    def check_accessibility():
+        return bc.check_accessibility(page)["problems"]
+
+    results.run("math", bc.check_formula_sizes, page, ["desktop"])
+    results.run("diagrams", bc.check_diagram_boxes, page)
+    results.run("copy", bc.check_copy_buttons, page)
+    results.run("axe", check_accessibility)
+    results.run("contrast", bc.check_math_contrast, page)
+    results.run("contrast", bc.check_code_contrast, page)
+    results.run("figures", bc.check_figures, page)
+    light, dark = SCREENSHOTS / f"{slug}-light", SCREENSHOTS / f"{slug}-dark"
+    results.run("screenshots", bc.screenshot, page, light, FULL_SCREENSHOTS, ["desktop"])
+    # Dark: the toggle, the math's, code's and figures' contrast there, the screenshots; then
+    # light. A page with neither math nor a figure (the API reference, the 404 page) has
+    # nothing for that pass to check: it is left out there, and the toggle is tried on every
+    # other page. Everything at phone width is done in one resize (bc.viewport).
+    has_figures = bool(page.evaluate(js("figures")))
+    dark_pass = bool(math["formulas"] or has_figures)
+    toggled = False
+    if _stalled(page, results, "before the phone width"):
+        return dark_pass
+    try:
+        with bc.viewport(page, bv.PHONE):
+            results.run("math", bc.check_formula_sizes, page, ["phone"])
+            results.run("phone", bc.check_phone_fit, page)
+            results.run("phone", bc.check_wide_formulas, page)
+            results.run("screenshots", bc.screenshot, page, light, False, ["phone"])
+            toggled = dark_pass and not results.run("palette", bc.toggle_palette, page)
+            if toggled:
+                results.run("screenshots", bc.screenshot, page, dark, False, ["phone"])
+    except Exception as err:  # the resize itself
+        results.problems.setdefault("phone", []).append(crash(err))
+    if toggled:
+        results.run("contrast", bc.check_math_contrast, page)
+        results.run("contrast", bc.check_code_contrast, page)
+        results.run("figures", bc.check_figures, page)
+        results.run("screenshots", bc.screenshot, page, dark, False, ["desktop"])
+        results.run("palette", bc.toggle_palette, page)
+    return dark_pass
+
+
+@pytest.fixture(scope="session")
+def check_plan(built_site, site_server, site_pages) -> tiers.Plan:
+    """Which API pages get every check (tests/browser/tiers.py), from the built site."""
+    pages = [url[len(site_server.base) - 1 :] for url in site_pages]
+    return tiers.plan(built_site, pages, tiers.rotation_key(ROOT))
+
+
+def _every_check(plan: tiers.Plan, server: bs.SiteServer, url: str) -> bool:
+    return plan.every_check(url[len(server.base) - 1 :])
+
+
 @contextlib.contextmanager
-def _visitor(server: bs.SiteServer) -> Iterator:
+def _visitor(server: bs.SiteServer, plan: tiers.Plan) -> Iterator:
     """A browser of its own (playwright's sync API is one per thread), and the function
     that inspects one page in it."""
     from playwright.sync_api import sync_playwright
@@ -196,11 +237,15 @@ def _visitor(server: bs.SiteServer) -> Iterator:
         tabs = [bv.SiteBrowser(chromium, server.origin)]
 
         def inspect(url: str) -> dict:
-            report = inspect_page(tabs[-1], server, url)
+            every = _every_check(plan, server, url)
+            report = inspect_page(tabs[-1], server, url, every)
             if _timed_out(report):  # once more, in a fresh tab: see _timed_out
                 tabs[-1].close()
                 tabs.append(bv.SiteBrowser(chromium, server.origin))
-                report = {**inspect_page(tabs[-1], server, url), "retried": _timed_out(report)}
+                report = {
+                    **inspect_page(tabs[-1], server, url, every),
+                    "retried": _timed_out(report),
+                }
             return report
 
         yield inspect
@@ -208,25 +253,47 @@ def _visitor(server: bs.SiteServer) -> Iterator:
         chromium.close()
 
 
+def _stalled(page, results: _Results, when: str) -> bool:
+    """Whether the tab has stopped drawing frames (see _timed_out); if so, a problem of the
+    page's "rendered" check says so, and the checks that would wait for a frame are left."""
+    if bv.draws_frames(page):
+        return False
+    results.problems.setdefault("rendered", []).append(
+        f"{bv.STALLED}: no frame within {bv.FRAME_WAIT_MS} ms {when}; its checks were left"
+    )
+    return True
+
+
 def _timed_out(report: dict) -> list[str]:
-    """The checks of a page that crashed on a playwright timeout. Now and then (a few times a
-    run, on a page that loads fine alone; cause unknown) a tab stops drawing frames, and then
-    every hover, click and screenshot on it times out. Such a page is inspected once more in
-    a fresh tab, and the table names it; a check that times out again fails as before."""
+    """The checks of a page that crashed on a playwright timeout, or whose tab stopped
+    drawing frames. Now and then (a few times a run, on a page that loads fine alone) a tab
+    stops drawing frames, and then every hover, click and screenshot on it waits for one
+    until it times out (15 s each; 30 s a screenshot): over 3 minutes on a page of
+    screenshots, before this page's second inspection in a fresh tab, and longer than
+    VISIT_LIMIT_S, so that the watch of tests/browser/parallel.py also gave up on the visitor.
+
+    The cause is not found: it was never seen with a page loaded alone, in a different page
+    each run, and not reproduced in 2026-12-01's runs here. Its cost is bounded instead: the
+    tab is asked for a frame (bv.draws_frames, 2 s at most) after the load and before the
+    phone-width block, the two points where a stalled tab's timeouts began; a tab that does
+    not draw one is left at once and the page inspected again in a fresh tab. So a stall costs
+    about one page's load and 2 s, not minutes; one that starts inside a check still costs
+    that check's timeout. The table names the page; a second stall or timeout fails."""
     return [
         problem
         for problems in report["problems"].values()
         for problem in problems
-        if problem.startswith("the check crashed: TimeoutError")
+        if problem.startswith(("the check crashed: TimeoutError", bv.STALLED))
     ]
 
 
 @pytest.fixture(scope="session")
-def site_report(request, browser, site_server, site_pages) -> list[dict]:
-    """Every page inspected once; writes test-artifacts/browser-report.json and the table."""
+def site_report(request, browser, site_server, site_pages, check_plan) -> list[dict]:
+    """Every page inspected once, with the checks check_plan gives it; writes
+    test-artifacts/browser-report.json and the table."""
     shutil.rmtree(SCREENSHOTS, ignore_errors=True)  # no stale pictures of removed pages
     visits = visit_in_parallel(
-        site_pages, lambda: _visitor(site_server), VISITORS, limit_s=VISIT_LIMIT_S
+        site_pages, lambda: _visitor(site_server, check_plan), VISITORS, limit_s=VISIT_LIMIT_S
     )
     reports, late = visits.reports, visits.left
     # The pages of stuck visitors, opened again in the session's own browser (the table
@@ -234,12 +301,16 @@ def site_report(request, browser, site_server, site_pages) -> list[dict]:
     if late:
         tab = bv.SiteBrowser(browser, site_server.origin)
         for url in late:
-            reports[url] = inspect_page(tab, site_server, url)
+            reports[url] = inspect_page(
+                tab, site_server, url, _every_check(check_plan, site_server, url)
+            )
         tab.close()
-    reports = [reports[url] for url in site_pages]
+    reports = [
+        {**reports[url], "checks": check_plan.checks(reports[url]["page"])} for url in site_pages
+    ]
     ARTIFACTS.mkdir(exist_ok=True)
     (ARTIFACTS / "browser-report.json").write_text(json.dumps({"pages": reports}, indent=2) + "\n")
-    lines = report_lines(reports)
+    lines = report_lines(reports) + check_plan.lines()
     lines += [
         f"{r['page']} inspected again in a fresh tab, after: {r['retried'][0]}"
         for r in reports
@@ -328,9 +399,16 @@ def test_every_page_fits_a_phone(site_report):
     _assert_clean(site_report, "phone")
 
 
+def test_every_page_has_its_headings_in_order(site_report):
+    """One h1 per page, no level skipped, every heading with an id to link to."""
+    _assert_clean(site_report, "headings")
+
+
 def test_screenshots_taken(site_report, site_server):
     assert sum(r["dark_checked"] for r in site_report) >= 10  # every page with math or figures
     for r in site_report:
+        if not r["every_check"]:
+            continue  # an API page with the cheap checks: no screenshot (tests/browser/tiers.py)
         slug = _slug(site_server.base + r["page"].lstrip("/"), site_server.base)
         schemes = ("light", "dark") if r["dark_checked"] else ("light",)
         for variant in (f"{s}-{size}" for s in schemes for size in ("desktop", "phone")):
@@ -370,6 +448,60 @@ def test_no_layout_shift(site_report):
     reflows: cumulative layout shift <= 0.01 on every page, scrolling through included."""
     shifted = [f"{r['page']}: CLS {r['cls']:.3f}" for r in site_report if r["cls"] > 0.01]
     assert not shifted
+
+
+def test_api_pages_get_the_cheap_checks_and_three_get_every_check(
+    site_report, built_site, site_server
+):
+    """The decision of issue 33 (tests/browser/tiers.py), against what the run did: every page
+    ran every cheap check; every page but the API pages ran every check; of the API pages
+    (every mkdocstrings page under /reference/), exactly three did: the largest, the one with
+    the most formulas (while none has one: the next in the rotation) and the one at
+    int(HEAD, 16) % (those left), HEAD from git here."""
+    cheap, expensive = set(tiers.CHEAP), set(tiers.EXPENSIVE)
+    covered = {"check_phone_overflow": "check_phone_fit"}  # a part of the other check
+    lost = [
+        f"{r['page']}: {check}"
+        for r in site_report
+        for check in sorted(cheap)
+        if check not in r["ran"] and covered.get(check) not in r["ran"]
+    ]
+    assert not lost, f"cheap checks not run: {lost}"
+    # Worked out here from the built files, apart from tiers.plan().
+    api = sorted(
+        r["page"]
+        for r in site_report
+        if r["page"].startswith("/reference/")
+        and r["page"] != "/reference/"
+        and 'class="doc doc-object' in tiers.page_file(built_site, r["page"]).read_text("utf-8")
+    )
+    assert len(api) >= 25, api  # the ~30 modules of snippets/
+    size = {p: tiers.page_file(built_site, p).stat().st_size for p in api}
+    largest = max(api, key=lambda p: (size[p], p))
+    math = {p: tiers.page_file(built_site, p).read_text("utf-8").count('"arithmatex"') for p in api}
+    chosen = [largest]
+    if max(v for p, v in math.items() if p != largest):
+        chosen.append(max((p for p in api if p != largest), key=lambda p: (math[p], p)))
+    rest = [p for p in api if p not in chosen]
+    key = (
+        os.environ.get(tiers.ROTATION_ENV)
+        or subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout.strip()
+    )
+    at = int(key, 16) % len(rest)
+    chosen += [rest[(at + n) % len(rest)] for n in range(3 - len(chosen))]
+    every = sorted(r["page"] for r in site_report if r["every_check"] and r["page"] in api)
+    assert every == sorted(chosen), f"every check on {every}, not on {sorted(chosen)}"
+    for r in site_report:
+        if r["every_check"]:
+            assert expensive <= set(r["ran"]), (r["page"], sorted(expensive - set(r["ran"])))
+            assert r["page"] in api or r["checks"] == "every check", r
+        else:
+            assert r["page"] in api and not expensive & set(r["ran"]), r
+            assert r["checks"] == "cheap checks (API page)", r
+    table = BROWSER_TABLE.read_text(encoding="utf-8")
+    assert all(f"{p} (" in table for p in chosen), table  # the table names the three
 
 
 def test_search_finds_the_attention_page(site_browser, site_report, site_server):

@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import time
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -15,6 +17,7 @@ from hooks import prerender_math
 from lab.common import ROOT
 from tests.browser import checks as bc
 from tests.browser import server as bs
+from tests.browser import tiers
 from tests.browser import visit as bv
 
 pytestmark = pytest.mark.browser
@@ -84,12 +87,14 @@ def planted(site_browser, site_server, built_site):
     hook.on_config(None)
     templates = {
         name: (built_site / name / "index.html").read_text(encoding="utf-8")
-        for name in ("attention", "conventions")
+        for name in ("attention", "conventions", "reference/model")
     }
     code = FIRST_CODE_BLOCK.search(templates["attention"]).group(0)
+    where = {}  # name -> its path on the site, as deep as its template (relative links hold)
     for name, (template, article) in _planted().items():
-        folder = site_server.overlay / f"planted-{name}"
-        folder.mkdir()
+        where[name] = (Path(template).parent / f"planted-{name}").as_posix()
+        folder = site_server.overlay / where[name]
+        folder.mkdir(parents=True)
         page = _with_article(templates[template], article.replace("{code}", code))
         if name not in NOT_TYPESET:
             src = SimpleNamespace(file=SimpleNamespace(src_uri=f"planted-{name}.md"))
@@ -105,8 +110,9 @@ def planted(site_browser, site_server, built_site):
         # others get the site's timeout (a loaded machine draws a diagram slowly); a page
         # returns as soon as its first screen is complete.
         timeout_ms = 3000 if name in NOT_TYPESET else bv.RENDER_TIMEOUT_MS
-        return site_browser.visit(f"{site_server.base}planted-{name}/", timeout_ms=timeout_ms)
+        return site_browser.visit(f"{site_server.base}{where[name]}/", timeout_ms=timeout_ms)
 
+    open_planted.tab, open_planted.where = site_browser, where
     return open_planted
 
 
@@ -123,7 +129,9 @@ def test_planted_clean_page_passes_every_check(planted, site_server):
         + bc.check_copy_buttons(page)
         + bc.check_code_contrast(page)
         + bc.check_figures(page)
+        + bc.check_headings(page)
         + bc.check_phone_fit(page)
+        + bc.check_phone_overflow(page)
         + bc.check_wide_formulas(page)
         + bc.check_network(visit)
     )
@@ -236,9 +244,41 @@ def test_readme_screenshot_is_the_site_as_built(browser, site_server):
 
 
 def test_planted_too_wide_page_is_caught(planted):
-    problems = bc.check_phone_fit(planted("too-wide").page)
+    page = planted("too-wide").page
+    problems = bc.check_phone_fit(page)
     assert len(problems) == 1 and "scrolls sideways" in problems[0], problems
     assert "div.planted-wide" in problems[0], problems
+    assert bc.check_phone_overflow(page) == problems  # the API pages' cheap half of it
+
+
+def test_planted_bad_headings_are_caught(planted):
+    problems = bc.check_headings(planted("bad-headings").page)
+    assert problems == [
+        "2 h1 headings in the article, not 1: ['Bad headings', 'Another title']",
+        "heading 'Two levels down at once' is an h4 right under an h2: a level skipped",
+        "heading 'No id to link to' has no id: nothing can link to it",
+        "two headings share the id 'twice'",
+    ], problems
+
+
+def test_planted_api_page_faults_are_caught_by_the_cheap_checks(planted, site_server):
+    """An API page with one fault for each cheap check, inspected as the suite inspects the
+    API pages that get only those (tests/browser/tiers.py): each check finds its fault, and
+    none of the expensive checks runs. A cheap check dropped from inspect_page fails this."""
+    from tests.pages.test_browser import inspect_page
+
+    planted("clean")  # the fixture writes the planted pages; this one leaves the tab light
+    url = f"{site_server.base}{planted.where['api-faults']}/"
+    report = inspect_page(planted.tab, site_server, url, every_check=False)
+    found = report["problems"]
+    assert found["rendered"] == [], found
+    assert any("no id 'no-such-member'" in p for p in found["links"]), found
+    assert any(p.startswith("raw TeX delimiter left in the text: ") for p in found["math"]), found
+    assert any("an h4 right under an h1" in p for p in found["headings"]), found
+    assert any("scrolls sideways: div.planted-wide" in p for p in found["phone"]), found
+    assert any("console error: planted: a docstring's script" in p for p in found["network"])
+    assert set(report["ran"]) == set(tiers.CHEAP), report["ran"]
+    assert not report["every_check"] and not report["dark_checked"]
 
 
 def test_planted_formula_without_scroll_shadow_is_caught(planted):
@@ -273,3 +313,15 @@ def test_planted_small_figure_text_and_wrapping_table_are_caught(planted):
     ), problems
     assert problems[1].startswith("printed table 'layer head"), problems
     assert "3 row(s) wrap onto a second line" in problems[1], problems
+
+
+def test_a_tab_that_draws_no_frame_is_found_in_the_frame_wait(planted):
+    """bv.draws_frames, which bounds a stalled tab's cost: a page whose requestAnimationFrame
+    never calls back (a stand-in for a tab that stopped drawing) is told apart from a well
+    one within the wait, not after a playwright timeout."""
+    page = planted("clean").page
+    assert bv.draws_frames(page)
+    page.evaluate("() => { window.requestAnimationFrame = () => 0; }")
+    start = time.monotonic()
+    assert not bv.draws_frames(page, 300)
+    assert time.monotonic() - start < 5
