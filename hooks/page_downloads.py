@@ -318,7 +318,7 @@ def on_page_markdown(markdown, page, config, files):
     )
     box = (
         '<p class="run-this-page" data-search-exclude><small>Run this page: '
-        f"{len(runnable)} code blocks as a "
+        f"{len(runnable)} code block{'s' if len(runnable) != 1 else ''} as a "
         f'<a href="{ipynb}" download>notebook (.ipynb)</a> or a '
         f'<a href="{py}" download>script (.py)</a>, with the guide\'s package installed '
         f'(<a href="{home}#take-the-code-away">how</a>; without a GPU, install PyTorch from '
