@@ -309,13 +309,22 @@ def on_page_markdown(markdown, page, config, files):
     ipynb = get_relative_url(f"{DOWNLOADS}/{name}.ipynb", page.url)
     py = get_relative_url(f"{DOWNLOADS}/{name}.py", page.url)
     home = get_relative_url("", page.url).rstrip("/") + "/"
+    left_out = len(cells) - len(runnable)
+    skipped = (
+        f" {left_out} of its {len(cells)} blocks are left out, each with its reason above its "
+        "code: they need the repository itself (a committed result file or one of its "
+        "modules), are not run on the page, or use what such a block made."
+        if left_out
+        else ""
+    )
     box = (
-        '<p class="run-this-page" data-search-exclude><small>Run this page: its '
-        f"{len(runnable)} code blocks as a "
+        '<p class="run-this-page" data-search-exclude><small>Run this page: '
+        f"{len(runnable)} code block{'s' if len(runnable) != 1 else ''} as a "
         f'<a href="{ipynb}" download>notebook (.ipynb)</a> or a '
         f'<a href="{py}" download>script (.py)</a>, with the guide\'s package installed '
-        f'(<a href="{home}#take-the-code-away">how</a>).'
-        "</small></p>"
+        f'(<a href="{home}#take-the-code-away">how</a>; without a GPU, install PyTorch from '
+        "its CPU wheel index first)."
+        f"{skipped}</small></p>"
     )
     heading = next((i for i, line in enumerate(lines) if line.startswith("# ")), -1)
     lines[heading + 1 : heading + 1] = ["", box, ""]

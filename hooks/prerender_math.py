@@ -183,6 +183,49 @@ def _stylesheet() -> str:
     return cache[STYLESHEET]
 
 
+# What contributors write that Python-Markdown would quietly spoil before any HTML check sees
+# it: it turns the escapes \[ and \] into plain brackets, so display math on a line with text
+# reaches the reader as "[ ... ]", and inline $$...$$ as "$...$". Checked on the page's own
+# Markdown, outside fences and code spans, so the page and line are the source's.
+FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
+CODE_SPAN = re.compile(r"(`+)(?!`).*?(?<!`)\1(?!`)")
+
+
+def math_mistakes(markdown: str) -> list[tuple[int, str]]:
+    """(line number, line) of each display delimiter that is not alone on its line, and of
+    each $$, outside fenced code and code spans."""
+    found, fence = [], None
+    for number, line in enumerate(markdown.splitlines(), 1):
+        opening = FENCE.match(line)
+        if fence is None and opening:
+            fence = opening.group(1)[0]
+            continue
+        if fence is not None:
+            if opening and opening.group(1)[0] == fence:
+                fence = None
+            continue
+        text = CODE_SPAN.sub("", line)
+        alone = text.strip() in ("\\[", "\\]")
+        if ("\\[" in text or "\\]" in text) and not alone or "$$" in text:
+            found.append((number, line.strip()))
+    return found
+
+
+def on_page_markdown(markdown, page, config, files):
+    source = getattr(page.file, "abs_src_path", None)
+    if not page.file.src_uri.endswith(".md") or not source:
+        return markdown
+    found = math_mistakes(Path(source).read_text(encoding="utf-8"))
+    if found:
+        where = "\n".join(f"  {page.file.src_uri}:{n}: {line!r}" for n, line in found)
+        raise PluginError(
+            f"{page.file.src_uri}: math that Markdown would show raw (display math needs \\[ "
+            "and \\] each alone on its line; inline math is \\( ... \\), not $$; see "
+            "docs/contributing.md):\n" + where
+        )
+    return markdown
+
+
 def on_post_page(output, page, config):
     start = time.perf_counter()
     try:

@@ -112,8 +112,9 @@ def test_an_error_inside_mathjax_fails_the_build_too(hook):
 
 
 def test_tex_left_raw_fails_the_build_naming_page_and_line(hook, tmp_path):
-    """Display math written on one line with text is not recognised by arithmatex: its
-    brackets would reach the reader raw. The build fails at the page's line instead."""
+    """The rendered-page check alone, on HTML that still holds TeX. A real Markdown page's
+    display math on a line with text never reaches it with its backslashes (Markdown turns
+    \\[ into [): tests/hooks/test_math_guard_build.py builds real pages for both guards."""
     source = tmp_path / "demo.md"
     source.write_text("# Demo\n\nIntro.\n\nThe scores \\[ QK^\\top \\] on one line.\n")
     demo = SimpleNamespace(file=SimpleNamespace(src_uri="demo.md", abs_src_path=str(source)))
