@@ -12,6 +12,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 from tests.browser import js
+from tests.browser.structure import check_diagram_boxes, check_headings  # noqa: F401
 from tests.browser.visit import DESKTOP, PHONE, Visit
 
 AXE = Path(__file__).resolve().parent.parent / "vendor" / "axe-core" / "axe.min.js"
@@ -462,25 +463,6 @@ def check_phone_overflow(page) -> list[str]:
     return overflow_problems(s)
 
 
-def check_headings(page) -> list[str]:
-    """The article's headings hold together: exactly one h1, no level skipped on the way
-    down (h2 then h4), every other heading with a non-empty text and an id of its own (the
-    #anchor the table of contents and links point at)."""
-    s = page.evaluate(js("headings"))
-    problems = []
-    if len(s["h1"]) != 1:
-        problems.append(f"{len(s['h1'])} h1 headings in the article, not 1: {s['h1'][:3]}")
-    problems += [
-        f"heading {k['text']!r} is an h{k['to']} right under an h{k['from']}: a level skipped"
-        for k in s["skips"]
-    ]
-    problems += [f"heading {t!r} has no id: nothing can link to it" for t in s["noId"]]
-    if s["empty"]:
-        problems.append(f"{s['empty']} heading(s) without text")
-    problems += [f"two headings share the id {i!r}" for i in s["duplicateIds"]]
-    return problems
-
-
 def check_wide_formulas(page) -> list[str]:
     """At a phone's width, each display formula wider than the column shows that it scrolls
     (a scroll shadow, extra.css) and can be scrolled from the keyboard."""
@@ -496,21 +478,3 @@ def check_wide_formulas(page) -> list[str]:
         for w in wide
         if not (w["shadow"] and w["focusable"])
     ]
-
-
-def check_diagram_boxes(page) -> list[str]:
-    """Every drawn diagram sits in a box kept for it before it was drawn (hooks/diagram_boxes.py),
-    exactly as tall as the drawing, so that nothing moved when it appeared."""
-    problems = []
-    for n, d in enumerate(page.evaluate(js("diagram-boxes")), 1):
-        if not d["boxed"]:
-            problems.append(
-                f"diagram {n} has no box kept for it: run "
-                "`.venv/bin/python -m tests.browser.diagram_sizes` and commit the sizes"
-            )
-        elif d["drawnHeight"] is not None and abs(d["boxHeight"] - d["drawnHeight"]) > 2:
-            problems.append(
-                f"diagram {n}: its box is {d['boxHeight']:.0f} px tall, the drawing "
-                f"{d['drawnHeight']:.0f} px: run `.venv/bin/python -m tests.browser.diagram_sizes`"
-            )
-    return problems

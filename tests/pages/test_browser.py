@@ -28,7 +28,6 @@ import subprocess
 import time
 import urllib.request
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -127,7 +126,7 @@ def inspect_page(
     results.run("rendered", bc.check_rendered, visit)
     math, diagrams = bc.math_state(page), bc.diagram_state(page)
     dark_pass = False
-    if _stalled(page, results, "after the load"):
+    if bv.stalled(page, results, "after the load"):
         pass  # _visitor inspects the page again in a fresh tab
     else:
         results.run("math", bc.check_math, page)
@@ -193,7 +192,7 @@ def _expensive_checks(page, slug: str, math: dict, results: _Results) -> bool:
     has_figures = bool(page.evaluate(js("figures")))
     dark_pass = bool(math["formulas"] or has_figures)
     toggled = False
-    if _stalled(page, results, "before the phone width"):
+    if bv.stalled(page, results, "before the phone width"):
         return dark_pass
     try:
         with bc.viewport(page, bv.PHONE):
@@ -239,52 +238,18 @@ def _visitor(server: bs.SiteServer, plan: tiers.Plan) -> Iterator:
         def inspect(url: str) -> dict:
             every = _every_check(plan, server, url)
             report = inspect_page(tabs[-1], server, url, every)
-            if _timed_out(report):  # once more, in a fresh tab: see _timed_out
+            if bv.timed_out(report):  # once more, in a fresh tab: see bv.timed_out
                 tabs[-1].close()
                 tabs.append(bv.SiteBrowser(chromium, server.origin))
                 report = {
                     **inspect_page(tabs[-1], server, url, every),
-                    "retried": _timed_out(report),
+                    "retried": bv.timed_out(report),
                 }
             return report
 
         yield inspect
         tabs[-1].close()
         chromium.close()
-
-
-def _stalled(page, results: _Results, when: str) -> bool:
-    """Whether the tab has stopped drawing frames (see _timed_out); if so, a problem of the
-    page's "rendered" check says so, and the checks that would wait for a frame are left."""
-    if bv.draws_frames(page):
-        return False
-    results.problems.setdefault("rendered", []).append(
-        f"{bv.STALLED}: no frame within {bv.FRAME_WAIT_MS} ms {when}; its checks were left"
-    )
-    return True
-
-
-def _timed_out(report: dict) -> list[str]:
-    """The checks of a page that crashed on a playwright timeout, or whose tab stopped
-    drawing frames. Now and then (a few times a run, on a page that loads fine alone) a tab
-    stops drawing frames, and then every hover, click and screenshot on it waits for one
-    until it times out (15 s each; 30 s a screenshot): over 3 minutes on a page of
-    screenshots, before this page's second inspection in a fresh tab, and longer than
-    VISIT_LIMIT_S, so that the watch of tests/browser/parallel.py also gave up on the visitor.
-
-    The cause is not found: it was never seen with a page loaded alone, in a different page
-    each run, and not reproduced in 2026-12-01's runs here. Its cost is bounded instead: the
-    tab is asked for a frame (bv.draws_frames, 2 s at most) after the load and before the
-    phone-width block, the two points where a stalled tab's timeouts began; a tab that does
-    not draw one is left at once and the page inspected again in a fresh tab. So a stall costs
-    about one page's load and 2 s, not minutes; one that starts inside a check still costs
-    that check's timeout. The table names the page; a second stall or timeout fails."""
-    return [
-        problem
-        for problems in report["problems"].values()
-        for problem in problems
-        if problem.startswith(("the check crashed: TimeoutError", bv.STALLED))
-    ]
 
 
 @pytest.fixture(scope="session")
@@ -524,23 +489,3 @@ def test_search_highlight_marks_whole_words(site_browser, site_report, site_serv
     ]
     assert not inside, inside[:5]
     assert not bc.check_network(visit)
-
-
-def test_axe_is_vendored_pinned_and_licensed():
-    vendor = Path(bc.AXE).parent
-    pinned = re.search(r"^AXE_VERSION=(\S+)", (vendor.parent / "vendor-axe.sh").read_text(), re.M)
-    assert (vendor / "VERSION").read_text().startswith(f"axe-core {pinned.group(1)} ")
-    assert f"axe v{pinned.group(1)}" in Path(bc.AXE).read_text(encoding="utf-8")[:200]
-    assert "Mozilla Public License" in (vendor / "LICENSE").read_text()
-
-
-def test_sitemap_urls_move_to_the_test_server():
-    sitemap = """<?xml version="1.0" encoding="UTF-8"?>
-<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">
-<url><loc>https://example.org/guide/</loc></url>
-<url><loc>https://example.org/guide/attention/</loc></url>
-</urlset>"""
-    assert bs.pages_from_sitemap(sitemap, "http://127.0.0.1:1234/") == [
-        "http://127.0.0.1:1234/",
-        "http://127.0.0.1:1234/attention/",
-    ]
