@@ -21,7 +21,7 @@ from snippets.masks import causal_mask
 # RoPE and ALiBi act inside attention: the batched layer takes a position scheme,
 # and a cache (snippets/cache.py) of the positions it has read.
 from snippets.cache import read
-from snippets.positions import alibi_mask, apply_rope, check_position
+from snippets.positions import alibi_mask, check_position
 
 # --8<-- [end:batched_imports]
 
@@ -205,10 +205,6 @@ class CausalSelfAttention(nn.Module):
         self.qkv = nn.Linear(n_embed, 3 * n_embed, bias=False)
         self.proj = nn.Linear(n_embed, n_embed)
 
-    def turn(self, t: torch.Tensor, offset: int) -> torch.Tensor:
-        """RoPE turns rows of t to positions offset..; other schemes do not."""
-        return apply_rope(t, offset) if self.position == "rope" else t
-
     def forward(self, x: torch.Tensor, cache=None, *, return_weights=False):
         """x (B, T, C) -> out (B, T, C); with return_weights=True, returns (out,
         weights (B, H, T, T_all)). With a cache (snippets/cache.py), x holds the
@@ -221,7 +217,7 @@ class CausalSelfAttention(nn.Module):
         q = q.view(B, T, H, D).transpose(1, 2)  # (B, T, C) -> (B, H, T, D)
         k = k.view(B, T, H, D).transpose(1, 2)  # (B, T, C) -> (B, H, T, D)
         v = v.view(B, T, H, D).transpose(1, 2)  # (B, T, C) -> (B, H, T, D)
-        q, k, v = read(cache, q, k, v, self.turn)  # RoPE; + the cached k, v
+        q, k, v = read(cache, q, k, v, self.position)  # RoPE; + the cached k, v
         T_all = k.size(2)  # T, and the cached positions before them
         # ALiBi's bias holds the causal mask too: -inf above the diagonal.
         bias = None

@@ -1,6 +1,7 @@
 """The one cache interface: what a layer keeps of the positions it has read.
 
-Needs torch and snippets/layer_schedule.py (which keys a layer sees). Every
+Needs torch, snippets/layer_schedule.py (which keys a layer sees) and
+snippets/positions.py (RoPE, which read applies). Every
 attention layer a GPT block can hold takes `forward(x, cache=None)`: without a
 cache, x holds positions 0 .. T - 1; with one, x holds the positions right after
 those the cache has seen, and the layer adds what it must keep. Each kind of
@@ -20,6 +21,7 @@ key/value heads, T positions, D head size.
 import torch
 
 from snippets.layer_schedule import visible
+from snippets.positions import apply_rope
 
 # --8<-- [end:imports]
 
@@ -207,14 +209,18 @@ class RollingCache(Cache):
 
 
 # --8<-- [start:read]
-def read(cache, q, k, v, turn):
+def read(cache, q, k, v, position: str):
     """A softmax layer's queries, keys and values, positioned, with the cache's.
 
     q (B, H, T, D), k and v (B, G, T, D) of the new positions, not yet turned;
-    turn(t, offset) turns rows of t to positions offset, offset + 1, ... (RoPE;
-    the identity for other schemes). -> q, and the keys and values the new
-    queries attend to (B, G, T_all, D); the queries are the last T of them.
+    position: the layer's scheme ("rope" turns rows to their positions, every
+    other scheme leaves them). -> q, and the keys and values the new queries
+    attend to (B, G, T_all, D); the queries are the last T of them.
     """
+
+    def turn(t, offset):  # rows of t to positions offset, offset + 1, ...
+        return apply_rope(t, offset) if position == "rope" else t
+
     if cache is None:  # positions 0 .. T - 1
         return turn(q, 0), turn(k, 0), v
     check_cache(cache, ("full", "rolling"), "a softmax layer")

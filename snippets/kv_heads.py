@@ -19,7 +19,7 @@ from snippets.attention import (
 )
 from snippets.cache import check_cache, read
 from snippets.checks import check_config, check_input, check_positive_int
-from snippets.positions import apply_rope, check_position
+from snippets.positions import check_position
 
 # --8<-- [end:imports]
 
@@ -158,10 +158,6 @@ class GroupedQueryAttention(nn.Module):
         v = v.view(B, T, G, D).transpose(1, 2)  # (B, T, G*D) -> (B, G, T, D)
         return q, k, v
 
-    def turn(self, t: torch.Tensor, offset: int) -> torch.Tensor:
-        """RoPE turns rows of t to positions offset..; other schemes do not."""
-        return apply_rope(t, offset) if self.position == "rope" else t
-
     def attend(self, q, k, v, *, return_weights: bool = False):
         """The last T_new positions attend to all T_all: the cache uses this too.
 
@@ -190,7 +186,7 @@ class GroupedQueryAttention(nn.Module):
         """x (B, T, C) -> out (B, T, C); with return_weights=True, returns (out,
         weights (B, H, T, T_all)). A cache (snippets/cache.py) holds G heads."""
         check_input(x, self.n_embed, self.context_length, self.max_length)
-        q, k, v = read(cache, *self.project(x), self.turn)  # RoPE; + the cache
+        q, k, v = read(cache, *self.project(x), self.position)  # RoPE; + the cache
         return self.attend(q, k, v, return_weights=return_weights)
 
     @classmethod

@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from snippets.attention import alibi_mask, causal_mask
 from snippets.cache import read
 from snippets.checks import check_config, check_input, check_shape
-from snippets.positions import apply_rope, check_position
+from snippets.positions import check_position
 
 # --8<-- [end:imports]
 
@@ -346,10 +346,6 @@ class TamedAttention(nn.Module):
             q, k = self.norm(q, k)  # before RoPE, as Qwen3 and OLMo 2
         return q, k, v
 
-    def turn(self, t: torch.Tensor, offset: int) -> torch.Tensor:
-        """RoPE turns rows of t to positions offset..; other schemes do not."""
-        return apply_rope(t, offset) if self.position == "rope" else t
-
     def attend(self, q, k, v, x, *, return_weights=False):
         """Rotated q (B, H, T, D), k and v (B, H, T_k, D), the input x (B, T, C);
         the queries are the last T of the T_k positions (T_k > T after a cache).
@@ -390,7 +386,7 @@ class TamedAttention(nn.Module):
         """x (B, T, C) -> (B, T, C); with return_weights, also (B, H, T, T_all).
         A cache (snippets/cache.py) adds the positions it has seen."""
         check_input(x, self.n_embed, self.context_length, self.max_length)
-        q, k, v = read(cache, *self.project(x), self.turn)  # RoPE; + the cache
+        q, k, v = read(cache, *self.project(x), self.position)  # RoPE; + the cache
         return self.attend(q, k, v, x, return_weights=return_weights)
 
 
