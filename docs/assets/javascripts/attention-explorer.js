@@ -53,9 +53,7 @@
         script.addEventListener("error", () => reject(new Error(`${LIVE_SCRIPT} did not load`)));
         document.head.append(script);
       }).then(() => window.attentionGuideRuntime.load(MODEL_URL));
-      runtime.catch(() => {
-        runtime = null; // the next use tries again
-      });
+      runtime.catch(() => (runtime = null)); // the next use tries again
     }
     return runtime;
   }
@@ -134,21 +132,15 @@
     const topK = number("top-k", "1", "1", "10");
     const more = element("button", { type: "button", class: "ae-continue" }, "Continue");
     const sampling = element("div", { class: "ae-sampling" });
-    sampling.append(
-      element("label", { for: id("temperature") }, "Temperature (0: greedy)"),
-      temperature,
-      element("label", { for: id("top-k") }, "Top-k"),
-      topK,
-      more,
-    );
-    const liveStatus = element("p", {
-      class: "ae-live-status",
-      id: id("live-status"),
-      "aria-live": "polite",
-    });
-    liveStatus.textContent =
+    const labelFor = (name, words) => element("label", { for: id(name) }, words);
+    sampling.append(labelFor("temperature", "Temperature (0: greedy)"), temperature);
+    sampling.append(labelFor("top-k", "Top-k"), topK, more);
+    const liveStatus = element(
+      "p",
+      { class: "ae-live-status", id: id("live-status"), "aria-live": "polite" },
       "Type any text: the first examples’ model reads it in this page (about 0.5 MB loads " +
-      "when you start). Continue writes on with the temperature and top-k chosen.";
+        "when you start). Continue writes on with the temperature and top-k chosen.",
+    );
     live.append(element("label", { for: id("text") }, "Your text"), text, sampling, liveStatus);
     const help = element(
       "p",
@@ -168,70 +160,75 @@
     let tokenButtons = [];
     let headRows = [];
 
+    // The grid is made once and kept: a new input (each keystroke in the text box) adds or
+    // removes only the tokens and cells its length needs, and the browser restyles only those.
+    const grid = element("div", { class: "ae-grid" });
+    const tokenRow = element("div", {
+      class: "ae-row ae-row--tokens",
+      role: "toolbar",
+      "aria-label": "Query token",
+      "aria-describedby": id("help"),
+    });
+    tokenRow.append(element("span", { class: "ae-label", "aria-hidden": "true" }, "query"));
+    tokenRow.addEventListener("keydown", onKey);
+    grid.append(tokenRow);
+    scroller.append(grid);
+
+    function tokenButton(t) {
+      const attributes = { type: "button", class: "ae-token", "data-position": t, tabindex: "-1" };
+      const button = element("button", attributes);
+      button.addEventListener("pointerenter", () => select_(t));
+      button.addEventListener("click", () => select_(t));
+      button.addEventListener("focus", () => select_(t));
+      return button;
+    }
+
+    // Keep the first n of items, making the others with make(i) and appending them (or,
+    // for a head, its row) to parent.
+    function resize(items, n, parent, make) {
+      while (items.length > n) items.pop().remove();
+      while (items.length < n) {
+        const item = (items[items.length] = make(items.length));
+        parent.append(item.row ?? item);
+      }
+    }
+
     function render() {
       example = select.value === "live" ? yours : examples[Number(select.value)];
       const T = example.tokens.length;
-      const grid = element("div", { class: "ae-grid" });
       grid.style.setProperty("--ae-columns", T);
-
-      const tokenRow = element("div", {
-        class: "ae-row ae-row--tokens",
-        role: "toolbar",
-        "aria-label": "Query token",
-        "aria-describedby": id("help"),
+      resize(tokenButtons, T, tokenRow, tokenButton);
+      example.tokens.forEach((token, t) => {
+        const button = tokenButtons[t];
+        if (button.textContent !== shown(token)) button.textContent = shown(token);
+        button.setAttribute("aria-label", `token ${t + 1} of ${T}: ${spoken(token)}`);
       });
-      tokenRow.append(element("span", { class: "ae-label", "aria-hidden": "true" }, "query"));
-      tokenButtons = example.tokens.map((token, t) => {
-        const button = element(
-          "button",
-          {
-            type: "button",
-            class: "ae-token",
-            "data-position": t,
-            "aria-pressed": "false",
-            "aria-label": `token ${t + 1} of ${T}: ${spoken(token)}`,
-            tabindex: "-1",
-          },
-          shown(token),
-        );
-        button.addEventListener("pointerenter", () => select_(t));
-        button.addEventListener("click", () => select_(t));
-        button.addEventListener("focus", () => select_(t));
-        tokenRow.append(button);
-        return button;
-      });
-      tokenRow.addEventListener("keydown", onKey);
-      grid.append(tokenRow);
-
-      headRows = [];
-      example.weights.forEach((heads, layer) => {
-        heads.forEach((rows, head) => {
-          const name = `L${layer + 1} H${head + 1}`;
-          const row = element("div", {
-            class: "ae-row ae-row--head",
-            role: "img",
-            "data-layer": layer,
-            "data-head": head,
-          });
-          const label = element("span", { class: "ae-label", "aria-hidden": "true" }, name);
-          label.title = `layer ${layer + 1}, head ${head + 1}: ${example.notes[layer][head]}`;
-          row.append(label);
-          const cells = example.tokens.map((_, s) => {
-            const cell = element("span", { class: "ae-cell", "data-key": s });
-            row.append(cell);
-            return cell;
-          });
-          grid.append(row);
-          headRows.push({ layer, head, name, rows, row, cells });
+      const heads = example.weights.flatMap((layerHeads, layer) =>
+        layerHeads.map((rows, head) => ({ layer, head, rows })),
+      );
+      resize(headRows, heads.length, grid, (i) => {
+        const { layer, head } = heads[i];
+        const name = `L${layer + 1} H${head + 1}`;
+        const row = element("div", {
+          class: "ae-row ae-row--head",
+          role: "img",
+          "data-layer": layer,
+          "data-head": head,
         });
+        const label = element("span", { class: "ae-label", "aria-hidden": "true" }, name);
+        row.append(label);
+        return { layer, head, name, row, label, cells: [], remove: () => row.remove() };
       });
-      scroller.replaceChildren(grid);
+      headRows.forEach((headRow, i) => {
+        const { layer, head } = headRow;
+        headRow.rows = heads[i].rows;
+        headRow.label.title = `layer ${layer + 1}, head ${head + 1}: ${example.notes[layer][head]}`;
+        const cell = (s) => element("span", { class: "ae-cell", "data-key": s });
+        resize(headRow.cells, T, headRow.row, cell);
+      });
       notes.textContent =
         "Head scores on this input: " +
-        example.weights
-          .flatMap((heads, layer) =>
-            heads.map((_, head) => `L${layer + 1} H${head + 1} ${example.notes[layer][head]}`),
-          )
+        heads.map(({ layer, head }) => `L${layer + 1} H${head + 1} ${example.notes[layer][head]}`)
           .join("; ") +
         ".";
       select_(Math.min(query, T - 1), false);
