@@ -43,3 +43,24 @@ def test_explorer_assets_load_only_where_an_explorer_is(built_site):
         has = 'class="attention-explorer' in text or 'class="mask-explorer' in text
         assert has == ("attention-explorer.js" in text), page.relative_to(built_site)
     assert "attention-explorer.js" in (built_site / "attention" / "index.html").read_text()
+
+
+def test_built_live_model_is_the_committed_char_gpt(built_site):
+    """assets/live/: the checkpoint load_model reads, and the manifest and float32 weights the
+    page's JavaScript reads, all three the See-attention model (lab/live_model.py)."""
+    from lab.live_model import export
+    from lab.model_cache import trained_char_gpt
+    from snippets.generate import load_model
+
+    live = built_site / "assets" / "live"
+    names = sorted(p.name for p in live.iterdir())
+    assert names == ["char-gpt.bin", "char-gpt.json", "char-gpt.pt"]
+    model, chars = load_model(live / "char-gpt.pt")
+    committed, char, _ = trained_char_gpt()
+    assert chars == char.chars and model.config == committed.config
+    for name, tensor in committed.state_dict().items():
+        assert torch.equal(model.state_dict()[name], tensor), name
+    manifest, weights = export(committed, chars)
+    assert json.loads((live / "char-gpt.json").read_text("utf-8")) == manifest
+    assert (live / "char-gpt.bin").read_bytes() == weights
+    assert len(weights) == 4 * sum(t.numel() for t in committed.state_dict().values())
