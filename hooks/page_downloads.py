@@ -292,10 +292,13 @@ def on_page_markdown(markdown, page, config, files):
     if not runnable:
         return markdown
     lines = markdown.split("\n")
+    # The blocks' lines are the file's; mkdocs has taken the front matter off the top.
+    source = Path(page.file.abs_src_path).read_text(encoding="utf-8")
+    front = source.count("\n") - markdown.count("\n")
     for cell in reversed(cells):  # bottom-up: earlier line numbers stay valid
         note = _note(cell)
         if note:
-            at, indent = cell.block.line - 1, cell.block.indent
+            at, indent = cell.block.line - 1 - front, cell.block.indent
             html = f'<p class="block-needs" data-search-exclude><small>{note}</small></p>'
             lines[at:at] = [indent + html, ""]
     name = download_name(page.file.src_uri)

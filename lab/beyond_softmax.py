@@ -158,8 +158,15 @@ def cost_table(data: dict) -> str:
 
 
 def carried_bytes(tokens: int) -> dict:
-    """Bytes one layer of Qwen3-Next-80B-A3B carries after `tokens` positions (bf16)."""
-    linear = state_bytes(**QWEN3_NEXT["linear"])
+    """Bytes one layer of Qwen3-Next-80B-A3B carries after `tokens` positions: the KV
+    cache and the convolution's inputs in bf16, the delta-rule state in float32, as
+    transformers' Qwen3-Next keeps it (torch_chunk_gated_delta_rule computes and returns
+    the state in float32)."""
+    shape = {k: v for k, v in QWEN3_NEXT["linear"].items() if k != "conv_channels"}
+    conv = QWEN3_NEXT["linear"]["conv_channels"]
+    linear = state_bytes(**shape, bytes_per_element=4) + state_bytes(
+        0, 0, 0, conv_channels=conv, bytes_per_element=2
+    )
     softmax = kv_cache_bytes(n_layer=1, tokens=tokens, **QWEN3_NEXT["softmax"])
     return {"linear": linear, "softmax": softmax}
 
@@ -221,31 +228,39 @@ def cost_figure(data: dict):
 
 
 def state_figure():
-    """MiB one layer carries against T: the fixed linear state, the growing KV cache."""
-    from lab.style import COLORS, INK, pyplot
+    """MiB one layer carries against T: the fixed linear state, the growing KV cache.
+    Narrow, with plain tick labels and lab.style.legible_font_size, so that its text is
+    still 10 CSS px on a phone."""
+    from matplotlib.ticker import FuncFormatter
+
+    from lab.style import COLORS, INK, legible_font_size, pyplot
 
     plt = pyplot()
+    width = 4.8
+    size = legible_font_size(width)
     tokens = [2**i for i in range(8, 19)]
-    fig, ax = plt.subplots(figsize=(6.4, 3.4))
-    for name, color, label in (
-        ("softmax", COLORS[1], "softmax layer: KV cache (2 KV heads of 256)"),
-        ("linear", COLORS[0], "Gated DeltaNet layer: state (32 heads of 128 x 128)"),
-    ):
-        ax.plot(
-            tokens,
-            [carried_bytes(t)[name] / 2**20 for t in tokens],
-            color=color,
-            linewidth=1.8,
-            label=label,
-        )
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    ax.set_xlabel("tokens in the context (log scale)")
-    ax.set_ylabel("MiB per layer, bf16 (log scale)")
-    ax.set_title("What one layer of Qwen3-Next-80B-A3B carries between tokens", color=INK)
-    ax.grid(True, which="major")
-    ax.legend()
-    fig.tight_layout()
+    plain = FuncFormatter(lambda v, _: f"{v / 1024:g}k" if v >= 1024 else f"{v:g}")
+    sizes = {"font.size": size, "legend.fontsize": size, "axes.titlesize": size}
+    with plt.rc_context(sizes):
+        fig, ax = plt.subplots(figsize=(width, 3.4))
+        for name, color, label in (
+            ("softmax", COLORS[1], "softmax layer: KV cache"),
+            ("linear", COLORS[0], "Gated DeltaNet layer: state"),
+        ):
+            megabytes = [carried_bytes(t)[name] / 2**20 for t in tokens]
+            ax.plot(tokens, megabytes, color=color, linewidth=1.8, label=label)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xticks([256, 2048, 16384, 131072])
+        ax.xaxis.set_major_formatter(plain)
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.minorticks_off()
+        ax.set_xlabel("tokens in the context")
+        ax.set_ylabel("MiB per layer")
+        ax.set_title("One layer of Qwen3-Next-80B-A3B", color=INK)
+        ax.grid(True, which="major")
+        ax.legend()
+        fig.tight_layout()
     return fig
 
 

@@ -137,13 +137,13 @@ def median_recall(data: dict, variant: str, pairs: int) -> float:
 def table(data: dict) -> str:
     """Median recall (lowest and highest seed) per variant and number of pairs."""
     pairs = data["settings"]["eval_pairs"]
-    lines = [f"{'pairs':<24}" + "".join(f"{p:>18}" for p in pairs)]
+    lines = [f"{'pairs':<20}" + "".join(f"{p:>17}" for p in pairs)]
     for variant, r in data["variants"].items():
         cells = []
         for p in pairs:
             runs = r["recall"][str(p)]
             cells.append(f"{statistics.median(runs):.2f} ({min(runs):.2f}-{max(runs):.2f})")
-        lines.append(f"{LABELS[variant]:<24}" + "".join(f"{c:>18}" for c in cells))
+        lines.append(f"{LABELS[variant]:<20}" + "".join(f"{c:>17}" for c in cells))
     return "\n".join(lines)
 
 

@@ -12,7 +12,8 @@ is mine"). Every `every` steps the loop measures, on held-out rows:
 
 - the loss on the copies (the targets a perfect copier knows: floor 0 nats) and
   on all targets (floor: snippets.tasks.copy_floor);
-- each head's previous-token score: of the weight position t gives to earlier
+- each head's previous-token share (not snippets.induction's previous-token
+  score, the plain weight on t - 1): of the weight position t gives to earlier
   positions (t itself left out), the share on t - 1. Uniform attention gives it
   1 / t; a head that splits its weight between t and t - 1, which carries the
   previous token just as well, scores 1;
@@ -111,7 +112,7 @@ def attention_weights(model: GPT, idx: torch.Tensor) -> torch.Tensor:
     return torch.stack(weights, dim=1)
 
 
-def previous_token_scores(weights: torch.Tensor) -> torch.Tensor:
+def previous_token_shares(weights: torch.Tensor) -> torch.Tensor:
     """(B, L, H, T, T) -> (L, H): of the weight each position t >= 1 gives to
     positions before it, the share on t - 1, averaged over t and the rows."""
     T = weights.size(-1)
@@ -121,10 +122,10 @@ def previous_token_scores(weights: torch.Tensor) -> torch.Tensor:
 
 
 def head_scores(model: GPT, probe: torch.Tensor, period: int) -> tuple[list, list]:
-    """Previous-token and induction scores (L x H lists, 3 decimals) on probe rows
+    """Previous-token shares and induction scores (L x H lists, 3 decimals) on probe rows
     of one period."""
     weights = attention_weights(model, probe[:, :-1])
-    previous = previous_token_scores(weights)
+    previous = previous_token_shares(weights)
     induction = induction_scores(weights, period)
     return [
         [[round(v, 3) for v in layer] for layer in scores.tolist()]  # L x H

@@ -111,7 +111,7 @@ def loss_figure(data: dict):
 
 def table(data: dict, shown=(0, 50, 100, 150, 200, 250, 300, 400)) -> str:
     """Seed 0's curve at some steps: the losses and the two heads' scores."""
-    lines = [f"{'step':>5} {'loss':>6} {'- floor':>8} {'copies':>7} {'prev L1':>8} {'ind L2':>7}"]
+    lines = [f"{'step':>5} {'loss':>6} {'- floor':>8} {'copies':>7} {'share L1':>9} {'ind L2':>7}"]
     floor = data["floor_all_targets"]
     by_step = {p["step"]: p for p in data["runs"][0]["curve"]}
     for step in shown:
@@ -120,7 +120,7 @@ def table(data: dict, shown=(0, 50, 100, 150, 200, 250, 300, 400)) -> str:
         p = by_step[step]
         lines.append(
             f"{step:>5} {p['loss_all']:>6.2f} {p['loss_all'] - floor:>+8.2f} "
-            f"{p['loss_copies']:>7.2f} {best(p, 'previous', 1):>8.2f} "
+            f"{p['loss_copies']:>7.2f} {best(p, 'previous', 1):>9.2f} "
             f"{best(p, 'induction', 2):>7.2f}"
         )
     return "\n".join(lines)

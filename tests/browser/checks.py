@@ -12,6 +12,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 from tests.browser import js
+from tests.browser.fit import check_desktop_code_fit  # noqa: F401
 from tests.browser.structure import check_diagram_boxes, check_headings  # noqa: F401
 from tests.browser.visit import DESKTOP, PHONE, Visit
 

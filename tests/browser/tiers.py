@@ -39,6 +39,7 @@ CHEAP = (
     "check_math",  # every formula typeset, no raw TeX left
     "check_diagrams",  # every Mermaid fence drawn (a DOM count: no cost on a page without one)
     "check_phone_overflow",  # no sideways scroll at 390 px
+    "check_desktop_code_fit",  # no code or output block scrolls sideways at 1280 px
 )
 EXPENSIVE = (
     "check_formula_sizes",

@@ -133,6 +133,7 @@ def inspect_page(
         results.run("diagrams", bc.check_diagrams, page)
         results.run("links", bc.check_links, page, server.base)
         results.run("headings", bc.check_headings, page)
+        results.run("code fit", bc.check_desktop_code_fit, page)
         if every_check:
             dark_pass = _expensive_checks(page, slug, math, results)
         else:

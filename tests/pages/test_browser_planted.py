@@ -132,6 +132,7 @@ def test_planted_clean_page_passes_every_check(planted, site_server):
         + bc.check_headings(page)
         + bc.check_phone_fit(page)
         + bc.check_phone_overflow(page)
+        + bc.check_desktop_code_fit(page)
         + bc.check_wide_formulas(page)
         + bc.check_network(visit)
     )
@@ -249,6 +250,17 @@ def test_planted_too_wide_page_is_caught(planted):
     assert len(problems) == 1 and "scrolls sideways" in problems[0], problems
     assert "div.planted-wide" in problems[0], problems
     assert bc.check_phone_overflow(page) == problems  # the API pages' cheap half of it
+
+
+def test_planted_long_code_line_is_caught_at_desktop_width(planted):
+    """A code line longer than the column scrolls its block sideways at 1280 px, caught; a
+    printed line as long wraps (extra.css) and is not; nor is a block in a collapsed note
+    that fits, which the check opens to measure."""
+    problems = bc.check_desktop_code_fit(planted("long-code-line").page)
+    assert len(problems) == 2, problems
+    assert all("scrolls sideways at 1280 px" in p for p in problems), problems
+    assert "longest line 190 characters" in problems[0], problems
+    assert "under 'In a note'" in problems[1], problems
 
 
 def test_planted_bad_headings_are_caught(planted):
