@@ -112,3 +112,16 @@ def test_an_unknown_family_names_model_type():
 
 def test_tiny_families_cover_the_loader():
     assert set(TINY) == set(FAMILIES)
+
+
+def test_a_window_smollm3_does_not_use_names_use_sliding_window():
+    # SmolLM3's masks follow layer_types, its attention's window use_sliding_window:
+    # a sliding layer with the window switched off is two layers at once.
+    types = ["full_attention"] * 3 + ["sliding_attention"]
+    config = tiny_config("smollm3", layer_types=types, sliding_window=WINDOW)
+    with pytest.raises(ValueError, match=r"config\.use_sliding_window \(False\)"):
+        spec_from_config(config, 3)
+    windowed = tiny_config(
+        "smollm3", layer_types=types, sliding_window=WINDOW, use_sliding_window=True
+    )
+    assert spec_from_config(windowed, 3).kind == "window"
