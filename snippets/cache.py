@@ -308,7 +308,7 @@ class SharedCache(Cache):
         return []  # counted once, in the source
 
     def span(self, T_new: int) -> int:
-        return self.source.seen  # the source has read this step already
+        return self.source.span(T_new)  # what the source's attention covers
 
     def read(self, T_new: int):
         """The source's latest step: keys, values (B, G, T_all, D) and their
