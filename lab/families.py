@@ -6,6 +6,13 @@ builds the tested layers (lab/from_transformers.spec_from_config) reads them:
 the page's table, its KV-cache sizes and the suite's equality tests all start
 here. Qwen3-Next's linear-attention layers have no per-token cache (their
 state has a fixed size) and are counted as such.
+
+The families of 2026 that the suite proves equal on the same pieces (Gemma 4,
+Olmo 3, SmolLM3, Seed-OSS, Apertus, EXAONE 4) enter as transformers 5.23's
+configuration defaults, which its docstrings describe as similar to the named
+checkpoint ("source", the link the docstring gives): no published config.json
+of theirs is at hand to copy, so their rows say "(defaults)". MiniMax-M2's
+docstring names another model (MiniMax-Text-01), so it has no row.
 """
 
 import functools
@@ -13,9 +20,18 @@ import functools
 from lab.from_transformers import layer_type, spec_from_config
 from snippets.mla import MLASpec
 
-__all__ = ["PUBLISHED", "published_config", "layer_specs", "kv_bytes", "table_rows"]
+__all__ = [
+    "PUBLISHED",
+    "NO_ROW",
+    "published_config",
+    "layer_specs",
+    "kv_bytes",
+    "specs_kv_bytes",
+    "table_rows",
+]
 
 HF = "https://huggingface.co/{}/blob/main/config.json"
+DEFAULTS = "https://huggingface.co/{}"  # the checkpoint a config class's docstring names
 PUBLISHED = {
     "Llama 3.1 8B": {
         "source": HF.format("meta-llama/Llama-3.1-8B"),
@@ -166,7 +182,34 @@ PUBLISHED = {
             "partial_rotary_factor": 0.25,
         },
     },
+    # transformers 5.23's defaults (models/<family>/configuration_<family>.py).
+    "Gemma 4 (defaults)": {
+        "source": DEFAULTS.format("google/gemma-4-e2b-it"),
+        "model_type": "gemma4_text",
+    },
+    "Olmo 3 (defaults)": {
+        "source": DEFAULTS.format("allenai/Olmo-3-7B-Instruct"),
+        "model_type": "olmo3",
+    },
+    "SmolLM3 (defaults)": {
+        "source": DEFAULTS.format("HuggingFaceTB/SmolLM3-3B"),
+        "model_type": "smollm3",
+    },
+    "Seed-OSS (defaults)": {
+        "source": DEFAULTS.format("ByteDance-Seed/Seed-OSS-36B-Instruct"),
+        "model_type": "seed_oss",
+    },
+    "Apertus (defaults)": {
+        "source": DEFAULTS.format("swiss-ai/Apertus-8B-Instruct-2509"),
+        "model_type": "apertus",
+    },
+    "EXAONE 4 (defaults)": {
+        "source": DEFAULTS.format("LGAI-EXAONE/EXAONE-4.0-32B"),
+        "model_type": "exaone4",
+    },
 }
+# Families the suite proves equal that have no row, and why.
+NO_ROW = {"minimax_m2": "its config's docstring names MiniMax-Text-01, another model"}
 
 
 @functools.cache
@@ -190,20 +233,30 @@ def layer_specs(name: str) -> list:
 
 
 def kv_bytes(name: str, tokens: int, bytes_per_element: int = 2) -> int:
-    """Bytes of KV cache for `tokens` positions of one sequence (bf16: 2).
+    """Bytes of KV cache for `tokens` positions of one sequence (bf16: 2)."""
+    return specs_kv_bytes(layer_specs(name), tokens, bytes_per_element)
 
-    Keys and values: 2 G D numbers per token and layer; MLA: R + Dr. A window
-    or chunk layer holds at most `size` positions.
+
+def specs_kv_bytes(specs: list, tokens: int, bytes_per_element: int = 2) -> int:
+    """Bytes of KV cache of a stack of layer specs (None: a linear layer).
+
+    Keys and values: 2 G D numbers per token and layer; MLA: R + Dr; K=V: G D,
+    the one projection the guide's layer caches; a layer reading another's
+    keys and values (kv_source): none. A window or chunk layer holds at most
+    `size` positions.
     """
     total = 0
-    for spec in layer_specs(name):
+    for spec in specs:
         if spec is None:
             continue
         if isinstance(spec, MLASpec):
             total += (spec.kv_rank + spec.rope_head_size) * tokens
             continue
+        if spec.kv_source is not None:
+            continue
         held = tokens if spec.size is None else min(tokens, spec.size)
-        total += 2 * spec.n_kv_head * spec.head_size * held
+        tensors = 1 if spec.k_eq_v else 2
+        total += tensors * spec.n_kv_head * spec.head_size * held
     return total * bytes_per_element
 
 
@@ -214,7 +267,9 @@ def _positions(spec) -> str:
     text = f"RoPE {r.base:,.0f}"
     if r.rotary_dim:
         text += f" on {r.rotary_dim} of {getattr(spec, 'head_size', r.rotary_dim)}"
-    if r.scaling != "default":
+    if r.scaling == "proportional":
+        text += ", proportional"
+    elif r.scaling != "default":
         text += f", {r.scaling} x{r.factor:g}"
     return text
 
@@ -238,15 +293,25 @@ def table_rows() -> list[dict]:
             extras = f"MLA: q {first.q_rank}, kv {first.kv_rank}, rope key {first.rope_head_size}"
             norm = "RMSNorm on q and kv latents"
         else:
-            heads = f"{first.n_head} / {first.n_kv_head}"
-            size = str(first.head_size)
-            norm = {None: "", "head": "QK-norm"}[first.qk_norm]
+            heads = "; ".join(sorted({f"{s.n_head} / {s.n_kv_head}" for s in attention}))
+            size = "; ".join(str(d) for d in sorted({s.head_size for s in attention}))
+            norm = {None: "", "head": "QK-norm", "all": "QK-norm (all heads)"}[first.qk_norm]
+            if first.v_norm:
+                norm += ", V-norm"
             if first.qk_norm and not first.qk_norm_weight:
                 norm = "QK L2-norm (RoPE layers)"
             if first.softcap:
                 norm = (norm + ", " if norm else "") + f"cap {first.softcap:g}"
+            shared = sum(s.kv_source is not None for s in attention)
             extras = ", ".join(
-                x for x in ("sinks" if first.sinks else "", "gate" if first.gate else "") if x
+                x
+                for x in (
+                    "sinks" if first.sinks else "",
+                    "gate" if first.gate else "",
+                    "K=V (full)" if any(s.k_eq_v for s in attention) else "",
+                    f"{shared} layers reuse K, V" if shared else "",
+                )
+                if x
             )
         positions = sorted({_positions(s) for s in attention})
         rows.append(

@@ -6,8 +6,10 @@
 returns what `model.model.layers[layer_index].self_attn` returns (its first
 output) for the hidden states it receives. Families: Llama (with Llama 3's RoPE
 scaling), Mistral, Qwen3, Gemma 2, Gemma 3 (text), gpt-oss, DeepSeek-V3
-(MLA), Llama 4 (text) and Qwen3-Next (its full-attention layers). A config the
-guide's layer cannot express raises a ValueError naming the field.
+(MLA), Llama 4 (text), Qwen3-Next (its full-attention layers), Gemma 4 (text,
+lab/from_transformers_gemma.py), and, on the same pieces, Olmo 3, SmolLM3,
+Seed-OSS, Apertus, EXAONE 4 (EXAONE 4.5's text model) and MiniMax-M2. A
+config the guide's layer cannot express raises a ValueError naming the field.
 
 Two layouts differ and are converted here, not in the layer:
 - RoPE pairs. The guide turns adjacent channels (2i, 2i + 1), as RoFormer,
@@ -15,6 +17,8 @@ Two layouts differ and are converted here, not in the layer:
   q . k do not change when q and k have their channels permuted alike, so the
   rows of W_q and W_k (and QK-norm scales) are permuted into the guide's order.
 - RMSNorm scales that Gemma 3 and Qwen3-Next store as w - 1 become w.
+- Values that come out of the permuted key projection (K=V, Gemma 4) keep
+  its channel order: the output projection's columns are permuted to match.
 
 The dispatch point is LAYER_LOADERS: a layer type ("linear_attention" for
 Qwen3-Next's linear layers) can bring its own loader.
@@ -26,6 +30,8 @@ from collections.abc import Callable
 import torch
 import torch.nn as nn
 
+from lab.from_transformers_gemma import FAMILY as GEMMA4
+from lab.from_transformers_gemma import gemma4_fields
 from lab.linear_from_transformers import load_linear_attention
 from snippets.configurable import AttentionSpec, ConfigurableAttention
 from snippets.mla import LatentAttention, MLASpec
@@ -52,6 +58,18 @@ FAMILIES = {
     "deepseek_v3": "adjacent",  # rope_interleave=True, its default
     "llama4_text": "adjacent",  # complex multiplication of (2i, 2i + 1)
     "qwen3_next": "half",
+    GEMMA4: "half",
+    "olmo3": "half",
+    "smollm3": "half",
+    "seed_oss": "half",
+    "apertus": "half",
+    "exaone4": "half",
+    "minimax_m2": "half",
+}
+# QK-norm per head, or over all heads together (OLMo's, MiniMax's).
+QK_NORM = {
+    **dict.fromkeys(("qwen3", "gemma3_text", "qwen3_next", "apertus", "exaone4"), "head"),
+    **dict.fromkeys(("olmo3", "minimax_m2"), "all"),
 }
 # RMSNorm scales stored as w - 1 (transformers applies 1 + weight).
 ONE_PLUS = ("gemma3_text", "qwen3_next")
@@ -94,6 +112,8 @@ def rope_spec(config, kind: str, head_size: int) -> RopeSpec:
             f"not a scaling the guide's layer has: {list(SCALINGS)}",
         )
     rotary = int(head_size * params.get("partial_rotary_factor", 1.0))
+    if scaling == "proportional":  # transformers' count: whole pairs of the head
+        rotary = 2 * int(params.get("partial_rotary_factor", 1.0) * head_size // 2)
     original = params.get("original_max_position_embeddings")
     if scaling == "dynamic":
         original = config.max_position_embeddings
@@ -129,50 +149,53 @@ def spec_from_config(config, index: int) -> AttentionSpec | MLASpec:
     kind_name = layer_type(config, index)
     if kind_name not in KINDS:
         _refuse(config, "layer_types", kind_name, f"layer {index}: no loader for it")
-    if getattr(config, "use_bidirectional_attention", False):
-        _refuse(config, "use_bidirectional_attention", True, "the layer is causal")
+    if both_ways := getattr(config, "use_bidirectional_attention", False):
+        _refuse(config, "use_bidirectional_attention", both_ways, "the layer is causal")
     if family == "deepseek_v3":
         return _mla_spec(config)
     C, H = config.hidden_size, config.num_attention_heads
-    D = _field(config, "head_dim", C // H)
     kind = KINDS[kind_name]
     size = {"full": None, "window": getattr(config, "sliding_window", None)}
     size["chunk"] = getattr(config, "attention_chunk_size", None)
     uses_rope = True
-    if family == "llama4_text":
+    if family in ("llama4_text", "smollm3"):
         uses_rope = bool(config.no_rope_layers[index])
-    rope = rope_spec(config, kind_name, D) if uses_rope else None
+    if family == "exaone4":  # NoPE full layers beside window layers
+        uses_rope = config.sliding_window is None or kind == "window"
+    if family == "smollm3" and kind == "window" and not config.use_sliding_window:
+        _refuse(config, "use_sliding_window", False, "its layer_types say sliding_attention")
+    if family == GEMMA4:  # its head size and G differ per layer type
+        fields = gemma4_fields(config, index)
+    else:
+        D = _field(config, "head_dim", C // H)
+        fields = {"head_size": D, "n_kv_head": config.num_key_value_heads, "scale": None}
+        fields["qk_norm"] = QK_NORM.get(family)
+    if family == "llama4_text" and config.use_qk_norm and uses_rope:
+        fields["qk_norm"] = "head"
+    if family in ("gemma2", "gemma3_text"):
+        fields["scale"] = config.query_pre_attn_scalar**-0.5
+    rope = rope_spec(config, kind_name, fields["head_size"]) if uses_rope else None
     temperature = None
     if family == "llama4_text" and not uses_rope and config.attn_temperature_tuning:
         temperature = (int(config.floor_scale), float(config.attn_scale))
-    qk_norm, after = None, False
-    if family in ("qwen3", "gemma3_text", "qwen3_next"):
-        qk_norm = "head"
-    if family == "llama4_text" and config.use_qk_norm and uses_rope:
-        qk_norm, after = "head", True
-    scale = None
-    if family in ("gemma2", "gemma3_text"):
-        scale = config.query_pre_attn_scalar**-0.5
     bias = bool(_field(config, "attention_bias", False))
+    out_bias = bool(_field(config, "attention_out_bias", bias))  # Seed-OSS: its own
     return AttentionSpec(
         n_embed=C,
         n_head=H,
-        n_kv_head=config.num_key_value_heads,
-        head_size=D,
         kind=kind,
         size=size[kind],
         rope=rope,
-        scale=scale,
         bias=bias,
-        out_bias=bias,
-        qk_norm=qk_norm,
+        out_bias=out_bias,
         qk_norm_weight=family != "llama4_text",
-        qk_norm_after_rope=after,
+        qk_norm_after_rope=family == "llama4_text",
         eps=config.rms_norm_eps,
         softcap=getattr(config, "attn_logit_softcapping", None),
         sinks=family == "gpt_oss",
         gate="elementwise" if family == "qwen3_next" else None,
         temperature=temperature,
+        **fields,
     )
 
 
@@ -208,10 +231,13 @@ def _mla_spec(config) -> MLASpec:
 # --- weights -------------------------------------------------------------------------------
 
 
-def _half_to_adjacent(D: int, R: int) -> torch.Tensor:
-    """Channel order taking pairs (i, i + R/2) of a head to (2i, 2i + 1)."""
-    pairs = [c for i in range(R // 2) for c in (i, i + R // 2)]
-    return torch.tensor(pairs + list(range(R, D)))
+def _half_to_adjacent(D: int, R: int, half: int | None = None) -> torch.Tensor:
+    """Channel order taking pairs (i, i + half) of a head to (2i, 2i + 1),
+    i < R/2; half: R/2 (partial RoPE) or D/2 (proportional). The channels that
+    do not turn follow, in their order."""
+    half = R // 2 if half is None else half
+    pairs = [c for i in range(R // 2) for c in (i, i + half)]
+    return torch.tensor(pairs + [c for c in range(D) if c not in pairs])
 
 
 def _heads_rows(t: torch.Tensor, n: int, order: torch.Tensor) -> torch.Tensor:
@@ -226,13 +252,18 @@ def _copy(dst: nn.Linear, weight: torch.Tensor, bias: torch.Tensor | None) -> No
 
 
 @torch.no_grad()
-def _load_gqa(module: nn.Module, spec: AttentionSpec, family: str) -> ConfigurableAttention:
+def _load_gqa(
+    module: nn.Module, spec: AttentionSpec, family: str, values_turned: bool = False
+) -> ConfigurableAttention:
+    """values_turned: the values come out of the permuted k projection (K=V,
+    its own or, for a layer with a kv_source, its source's)."""
     layer = ConfigurableAttention(spec).to(module.o_proj.weight.dtype)
     H, G, D = spec.n_head, spec.n_kv_head, spec.head_size
     R = (spec.rope.rotary_dim or D) if spec.rope else D
     order = torch.arange(D)
     if spec.rope is not None and FAMILIES[family] == "half":
-        order = _half_to_adjacent(D, R)
+        half = D // 2 if spec.rope.scaling == "proportional" else R // 2
+        order = _half_to_adjacent(D, R, half)
     q_w, q_b = module.q_proj.weight, module.q_proj.bias
     if spec.gate:  # Qwen3-Next: per head [query (D) | gate (D)]
         q_w, g_w = q_w.view(H, 2, D, -1).unbind(1)
@@ -244,15 +275,22 @@ def _load_gqa(module: nn.Module, spec: AttentionSpec, family: str) -> Configurab
         _copy(layer.gate, g_w, g_b)
     q_b = None if q_b is None else _heads_rows(q_b, H, order)
     _copy(layer.q, _heads_rows(q_w, H, order), q_b)
-    k_b = module.k_proj.bias
-    k_b = None if k_b is None else _heads_rows(k_b, G, order)
-    _copy(layer.k, _heads_rows(module.k_proj.weight, G, order), k_b)
-    _copy(layer.v, module.v_proj.weight, module.v_proj.bias)
-    _copy(layer.proj, module.o_proj.weight, module.o_proj.bias)
+    if hasattr(layer, "k"):  # not a layer reading another's keys and values
+        k_b = module.k_proj.bias
+        k_b = None if k_b is None else _heads_rows(k_b, G, order)
+        _copy(layer.k, _heads_rows(module.k_proj.weight, G, order), k_b)
+    if hasattr(layer, "v"):  # not K=V
+        _copy(layer.v, module.v_proj.weight, module.v_proj.bias)
+    o_w = module.o_proj.weight  # (C, H * D): each head's columns in the values' order
+    o_w = _heads_rows(o_w.T, H, order).T if values_turned else o_w
+    _copy(layer.proj, o_w, module.o_proj.bias)
     if spec.qk_norm and spec.qk_norm_weight:
         one = 1.0 if family in ONE_PLUS else 0.0
-        layer.q_norm.copy_(module.q_norm.weight[order] + one)
-        layer.k_norm.copy_(module.k_norm.weight[order] + one)
+        heads = {"head": 1, "all": H}[spec.qk_norm]  # one scale per channel of ...
+        layer.q_norm.copy_(_heads_rows(module.q_norm.weight, heads, order) + one)
+        if hasattr(layer, "k_norm"):
+            heads = {"head": 1, "all": G}[spec.qk_norm]
+            layer.k_norm.copy_(_heads_rows(module.k_norm.weight, heads, order) + one)
     if spec.sinks:
         layer.sinks.copy_(module.sinks)
     return layer
@@ -298,4 +336,7 @@ def load_attention(model: nn.Module, layer_index: int) -> nn.Module:
     module = decoder.layers[layer_index].self_attn
     if isinstance(spec, MLASpec):
         return _load_mla(module, spec, config).eval()
-    return _load_gqa(module, spec, config.model_type).eval()
+    values_turned = spec.k_eq_v  # or its source's, for a layer reading another's
+    if spec.kv_source is not None:
+        values_turned = spec_from_config(config, spec.kv_source).k_eq_v
+    return _load_gqa(module, spec, config.model_type, values_turned).eval()

@@ -140,6 +140,60 @@ TINY = {
             **MOE,
         },
     ),
+    "gemma4_text": (
+        "Gemma4TextConfig",
+        {
+            "sliding_window": WINDOW,
+            # 5 window layers to 1 full, twice; the last two (a window layer
+            # and a full one) reuse layers 4's and 5's keys and values.
+            "num_hidden_layers": 8,
+            "layer_types": ["sliding_attention"] * 5
+            + ["full_attention", "sliding_attention", "full_attention"],
+            "num_kv_shared_layers": 2,
+            "attention_k_eq_v": True,  # full layers: values from k_proj
+            "global_head_dim": 32,  # full layers' D, as the published 512 to 256
+            "num_global_key_value_heads": 1,
+            "hidden_size_per_layer_input": 4,  # its per-layer embeddings, small
+            "vocab_size_per_layer_input": 64,
+            "rope_parameters": {
+                "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                "full_attention": {
+                    "rope_type": "proportional",
+                    "partial_rotary_factor": 0.25,
+                    "rope_theta": 1000000.0,
+                },
+            },
+        },
+    ),
+    "olmo3": ("Olmo3Config", {"sliding_window": WINDOW}),  # 3 window : 1 full
+    "smollm3": ("SmolLM3Config", {"pad_token_id": None}),  # 3 RoPE : 1 NoPE, all full
+    "seed_oss": ("SeedOssConfig", {"attention_bias": True, "attention_dropout": 0.0}),
+    "apertus": (
+        "ApertusConfig",
+        {
+            "rope_parameters": {  # its published Llama 3 rule, lengths shrunk
+                "rope_type": "llama3",
+                "rope_theta": 12000000.0,
+                "factor": 8.0,
+                "low_freq_factor": 1.0,
+                "high_freq_factor": 4.0,
+                "original_max_position_embeddings": 16,
+            },
+        },
+    ),
+    "exaone4": ("Exaone4Config", {"sliding_window": WINDOW}),  # 3 window : 1 full NoPE
+    "minimax_m2": (
+        "MiniMaxM2Config",
+        {
+            "num_local_experts": 2,
+            **MOE,
+            "rope_parameters": {
+                "rope_type": "default",
+                "rope_theta": 5000000.0,
+                "partial_rotary_factor": 0.5,
+            },
+        },
+    ),
 }
 
 

@@ -13,6 +13,7 @@ attn_implementation="sdpa" on the same config and weights, forward only, timed i
 turns (snippets.measure.time_interleaved); each side includes its RoPE tables.
 """
 
+import itertools
 import statistics
 import sys
 
@@ -36,6 +37,34 @@ def relative(a: torch.Tensor, b: torch.Tensor) -> float:
     return ((a - b).abs().max() / b.abs().max()).item()
 
 
+def run_layer(model, records: list[dict], i: int, layer) -> tuple:
+    """Layer i on what its transformers layer got: (whole sequence, cached
+    steps: a prefill, then one token at a time, the layer's cache).
+
+    A layer that reads another layer's keys and values (Gemma 4's shared
+    layers, spec.kv_source) reads them through a SharedCache on that layer's
+    cache, so its source runs beside it, on what the source got, step by step.
+    """
+    x = records[i]["x"]
+    cuts = [0, PREFILL, *range(PREFILL + 1, T + 1)]
+    source = getattr(getattr(layer, "spec", None), "kv_source", None)
+    if source is None:
+        cache = layer.new_cache()
+        steps = [layer(x[:, a:b], cache=cache) for a, b in itertools.pairwise(cuts)]
+        return layer(x), torch.cat(steps, 1), cache
+    feeder, x_source = load_attention(model, source), records[source]["x"]
+    outputs = []
+    for pieces in ([0, T], cuts):  # whole: one step of all T positions
+        source_cache = feeder.new_cache()
+        cache = layer.new_cache(source_cache)
+        steps = []
+        for a, b in itertools.pairwise(pieces):
+            feeder(x_source[:, a:b], cache=source_cache)
+            steps.append(layer(x[:, a:b], cache=cache))
+        outputs.append(torch.cat(steps, 1))
+    return outputs[0], outputs[1], cache
+
+
 @torch.no_grad()
 def compare(family: str, seed: int = 0) -> dict:
     """Worst relative differences of a family's layers against transformers."""
@@ -50,18 +79,16 @@ def compare(family: str, seed: int = 0) -> dict:
         "kinds": [],
         "longest_cache": {},
     }
-    for i, seen in enumerate(record_layers(model, tokens)):
+    records = record_layers(model, tokens)
+    for i, seen in enumerate(records):
         if not seen:
             continue  # a layer without self_attn: Qwen3-Next's linear layers
         layer = load_attention(model, i)
-        cache = layer.new_cache()
-        steps = [layer(seen["x"][:, :PREFILL], cache=cache)]
-        for t in range(PREFILL, T):
-            steps.append(layer(seen["x"][:, t : t + 1], cache=cache))
+        whole, steps, cache = run_layer(model, records, i, layer)
         kind = getattr(layer.spec, "kind", "full")
         result["layers"] += 1
-        result["whole"] = max(result["whole"], relative(layer(seen["x"]), seen["y"]))
-        result["cached"] = max(result["cached"], relative(torch.cat(steps, 1), seen["y"]))
+        result["whole"] = max(result["whole"], relative(whole, seen["y"]))
+        result["cached"] = max(result["cached"], relative(steps, seen["y"]))
         # The mean over rows of the largest weight: 1 / 24 if uniform over 24 keys.
         sharp = seen["weights"].max(-1).values.mean().item()
         result["sharpness"] = min(result["sharpness"], sharp)

@@ -11,7 +11,9 @@ layer has its kind of cache, and all of them are a `Cache`:
   layer, filled in place when given buffers;
 - `RollingCache`: keys and values of the last `window` tokens, the first
   `sinks` kept for good (StreamingLLM), each turned to its place in the cache;
-- `LinearState`: a Gated DeltaNet layer's fixed-size state.
+- `LinearState`: a Gated DeltaNet layer's fixed-size state;
+- `SharedCache`: nothing of its own, for a layer that reads another layer's
+  keys and values (Gemma 4's num_kv_shared_layers).
 
 A model's cache is a `ModelCache`, one per layer. Shape letters: B batch, G
 key/value heads, T positions, D head size.
@@ -30,6 +32,7 @@ __all__ = [
     "LayerCache",
     "RollingCache",
     "LinearState",
+    "SharedCache",
     "ModelCache",
     "read",
     "check_cache",
@@ -90,6 +93,10 @@ class LayerCache(Cache):
     A full layer given `buffers` (one per tensor, (..., T_max, ...)) writes
     into them in place: appending never copies what is already there. A
     cache is for reading: what it holds carries no gradient.
+
+    Layers that read this one's keys and values (a `SharedCache` on it each)
+    count in `readers`; while there are any, the layer leaves what it
+    attended to in its latest step in `attended` for them.
     """
 
     def __init__(self, kind="full", size=None, buffers=()):
@@ -101,6 +108,8 @@ class LayerCache(Cache):
         self.held: tuple[torch.Tensor, ...] = ()
         self.positions = torch.zeros(0, dtype=torch.long)
         self.seen = 0
+        self.readers = 0
+        self.attended = None  # (keys, values, their positions, new positions)
 
     def __len__(self) -> int:
         return self.positions.numel()
@@ -135,6 +144,9 @@ class LayerCache(Cache):
         self.seen += T_new
         next_query = torch.tensor([self.seen], device=device)
         keep = visible(next_query, fresh, self.kind, self.size)[0]  # (T_all,)
+        if keep.all():  # a full layer keeps everything: no copy
+            self.held, self.positions = new, fresh
+            return new, fresh
         keep = keep.nonzero().flatten()
         self.held = tuple(t.index_select(-2, keep) for t in new)
         self.positions = fresh[keep]
@@ -268,6 +280,55 @@ class LinearState(Cache):
 
 
 # --8<-- [end:linear_state]
+
+
+# --8<-- [start:shared]
+class SharedCache(Cache):
+    """The cache of a layer that reads another layer's keys and values: it
+    holds nothing; each step, once the source layer has read the new
+    positions into its LayerCache, it gives what that layer attended to.
+
+    Gemma 4's last num_kv_shared_layers layers work so: each reuses the keys
+    and values of the last earlier layer of its kind, and caches nothing.
+    """
+
+    def __init__(self, source):
+        check_cache(source, ("full", "window", "chunk"), "SharedCache")
+        self.kind, self.source, self.last_read = "shared", source, 0
+        source.readers += 1
+
+    @property
+    def seen(self) -> int:
+        return self.source.seen
+
+    def __len__(self) -> int:
+        return 0  # the source holds the positions
+
+    def tensors(self) -> list[torch.Tensor]:
+        return []  # counted once, in the source
+
+    def span(self, T_new: int) -> int:
+        return self.source.span(T_new)  # what the source's attention covers
+
+    def read(self, T_new: int):
+        """The source's latest step: keys, values (B, G, T_all, D) and their
+        positions (T_all,), if it read the same T_new positions."""
+        if self.source.attended is None or self.source.seen == self.last_read:
+            raise ValueError(
+                "the source layer has read no new positions since this "
+                "layer's last step: run it first, on the same positions"
+            )
+        k, v, k_pos, n = self.source.attended
+        if n != T_new:
+            raise ValueError(
+                f"the source layer read {n} new positions, this layer {T_new}: "
+                f"both must read the same positions"
+            )
+        self.last_read = self.source.seen
+        return k, v, k_pos
+
+
+# --8<-- [end:shared]
 
 
 # --8<-- [start:model_cache]

@@ -3,7 +3,7 @@
 Needs torch and the guide's pieces: snippets/checks.py, snippets/cache.py (the
 cache), snippets/rope_scaling.py (scaled and partial RoPE),
 snippets/layer_schedule.py (window and chunk layers, the NoPE temperature),
-snippets/taming.py (QK-norm, soft-cap, sinks, the output gate) and
+snippets/taming.py (QK-norm, soft-cap, sinks, the output gate, RMSNorm) and
 snippets/kv_heads.py (expand_kv). A family is data: a list of
 AttentionSpec, one per layer (lab/families.py builds them from published
 configs); the layer has no branch per family.
@@ -19,7 +19,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from snippets.cache import LayerCache, check_cache
+from snippets.cache import LayerCache, SharedCache, check_cache
 from snippets.checks import check_positive_int
 from snippets.kv_heads import expand_kv
 from snippets.layer_schedule import KINDS, nope_temperature, visible
@@ -29,6 +29,7 @@ from snippets.taming import (
     QK_NORMS,
     gate_output,
     qk_norm,
+    rms_norm,
     sink_softmax,
     soft_cap,
 )
@@ -40,6 +41,9 @@ __all__ = ["AttentionSpec", "ConfigurableAttention", "LayerCache"]
 
 # Why a rolling cache does not fit: keys turn once, at their own positions.
 WHY = "its window layers are kind='window' in the spec, with its new_cache()"
+WHY_SHARED = (
+    "it makes no keys or values: new_cache(source=the source layer's cache)"
+)
 
 
 # --8<-- [start:spec]
@@ -66,6 +70,13 @@ class AttentionSpec:
         sinks: a learned sink logit per head (gpt-oss).
         gate: None, "elementwise" or "head": the output gate (Qwen3-Next).
         temperature: (floor_scale, attn_scale) of Llama 4's NoPE layers.
+        k_eq_v: the values are the key projection's output, before the keys'
+            norm and RoPE (Gemma 4's full layers): no v weights, and a cache
+            of one tensor, from which keys and values are derived on reading.
+        v_norm: an RMSNorm without scales on each value head (Gemma 4).
+        kv_source: the index of the layer whose keys and values this one
+            reads, through a SharedCache on that layer's cache (Gemma 4's
+            num_kv_shared_layers): no k and v weights. None: its own.
     """
 
     n_embed: int
@@ -86,6 +97,9 @@ class AttentionSpec:
     sinks: bool = False
     gate: str | None = None
     temperature: tuple[int, float] | None = None
+    k_eq_v: bool = False
+    v_norm: bool = False
+    kv_source: int | None = None
 
     def __post_init__(self):
         for name in ("n_embed", "n_head", "n_kv_head", "head_size"):
@@ -111,6 +125,22 @@ class AttentionSpec:
             raise ValueError(
                 "temperature is Llama 4's for layers without RoPE (rope=None)"
             )
+        if self.kv_source is not None:
+            if (
+                isinstance(self.kv_source, bool)
+                or not isinstance(self.kv_source, int)
+                or self.kv_source < 0
+            ):
+                raise ValueError(
+                    f"kv_source ({self.kv_source!r}) must be a layer index"
+                    " (an int >= 0)"
+                )
+            if self.k_eq_v or self.v_norm:
+                raise ValueError(
+                    f"kv_source ({self.kv_source}) with k_eq_v={self.k_eq_v}, "
+                    f"v_norm={self.v_norm}: a sharing layer makes no keys or "
+                    f"values; those choices are its source layer's"
+                )
 
 
 # --8<-- [end:spec]
@@ -124,14 +154,18 @@ class ConfigurableAttention(nn.Module):
         super().__init__()
         self.spec = s = spec
         H, G, D, C = s.n_head, s.n_kv_head, s.head_size, s.n_embed
+        own_kv = s.kv_source is None
         self.q = nn.Linear(C, H * D, bias=s.bias)
-        self.k = nn.Linear(C, G * D, bias=s.bias)
-        self.v = nn.Linear(C, G * D, bias=s.bias)
+        if own_kv:
+            self.k = nn.Linear(C, G * D, bias=s.bias)
+        if own_kv and not s.k_eq_v:
+            self.v = nn.Linear(C, G * D, bias=s.bias)
         self.proj = nn.Linear(H * D, C, bias=s.out_bias)
         if s.qk_norm and s.qk_norm_weight:
             self.q_norm = nn.Parameter(
                 torch.ones(D if s.qk_norm == "head" else H * D)
             )
+        if s.qk_norm and s.qk_norm_weight and own_kv:
             self.k_norm = nn.Parameter(
                 torch.ones(D if s.qk_norm == "head" else G * D)
             )
@@ -142,29 +176,48 @@ class ConfigurableAttention(nn.Module):
             self.gate = nn.Linear(C, width, bias=s.bias)
         self.scale = s.scale or D**-0.5
 
-    def _norm(self, q, k):
+    def _norm(self, x, weight_name: str):
         s = self.spec
-        weights = (self.q_norm, self.k_norm) if s.qk_norm_weight else (None, None)
-        across = s.qk_norm == "all"
-        q = qk_norm(q, weights[0], s.eps, across_heads=across)
-        return q, qk_norm(k, weights[1], s.eps, across_heads=across)
+        weight = getattr(self, weight_name) if s.qk_norm_weight else None
+        return qk_norm(x, weight, s.eps, across_heads=s.qk_norm == "all")
+
+    def _turn(self, x, weight_name: str, offset: int):
+        """Queries or keys (B, n, T, D) at positions offset..: normed, turned."""
+        s = self.spec
+        if s.qk_norm and not s.qk_norm_after_rope:
+            x = self._norm(x, weight_name)  # Qwen3, Gemma 3: before RoPE
+        if s.rope is not None:
+            x = rotate(x, s.rope, offset)
+        if s.qk_norm and s.qk_norm_after_rope:
+            x = self._norm(x, weight_name)  # Llama 4: after RoPE
+        return x
+
+    def keys_values(self, k, v, offset: int = 0):
+        """The projections' k, v (B, G, T, D) at positions offset.. -> the
+        keys and values attended to. With k_eq_v, v is k's output itself,
+        before the keys' norm and RoPE turn k."""
+        s = self.spec
+        v = k if s.k_eq_v else v
+        if s.v_norm:
+            v = rms_norm(v, None, s.eps)  # Gemma 4: no scales
+        return self._turn(k, "k_norm", offset), v
 
     def project(self, x: torch.Tensor, offset: int = 0):
-        """x (B, T, C) at positions offset.. -> q (B, H, T, D), k, v (B, G, T, D)"""
+        """x (B, T, C) at positions offset.. -> q (B, H, T, D), and the
+        projections k, v (B, G, T, D) not yet normed or turned (None: a
+        sharing layer's; v None with k_eq_v)."""
         s, (B, T, _) = self.spec, x.shape
         q = self.q(x).view(B, T, s.n_head, -1).transpose(1, 2)
-        k = self.k(x).view(B, T, s.n_kv_head, -1).transpose(1, 2)
-        v = self.v(x).view(B, T, s.n_kv_head, -1).transpose(1, 2)
-        if s.qk_norm and not s.qk_norm_after_rope:
-            q, k = self._norm(q, k)  # Qwen3, Gemma 3: before RoPE
-        if s.rope is not None:
-            q, k = rotate(q, s.rope, offset), rotate(k, s.rope, offset)
-        if s.qk_norm and s.qk_norm_after_rope:
-            q, k = self._norm(q, k)  # Llama 4: after RoPE
+        q = self._turn(q, "q_norm", offset)
         if s.temperature is not None:  # Llama 4's NoPE layers
             t = torch.arange(offset, offset + T, device=x.device)
             warm = nope_temperature(t, *s.temperature).to(q.dtype)  # (T,)
             q = q * warm[:, None]
+        k = v = None
+        if s.kv_source is None:
+            k = self.k(x).view(B, T, s.n_kv_head, -1).transpose(1, 2)
+        if s.kv_source is None and not s.k_eq_v:
+            v = self.v(x).view(B, T, s.n_kv_head, -1).transpose(1, 2)
         return q, k, v
 
     # --8<-- [end:layer]
@@ -203,20 +256,13 @@ class ConfigurableAttention(nn.Module):
     def forward(self, x, cache=None, *, return_weights=False):
         """x (B, T, C) at positions 0 .. T - 1, or, with a cache, right after
         the positions it has seen (which it then holds too) -> (B, T, C); with
-        return_weights, also the weights (B, H, T, T_all)."""
+        return_weights, also the weights (B, H, T, T_all). A layer with a
+        kv_source takes a SharedCache, after its source has read x's positions."""
         s, (B, T, _) = self.spec, x.shape
-        offset = 0 if cache is None else cache.seen
-        q, k, v = self.project(x, offset)
-        q_pos = torch.arange(offset, offset + T, device=x.device)
-        if cache is not None:
-            check_cache(cache, KINDS, "ConfigurableAttention", WHY)
-            (k, v), k_pos = cache.add(k, v)
-            mask = visible(q_pos, k_pos, s.kind, s.size)
-        else:  # the square: causal is the kernel's own flag
-            mask = (
-                None if s.kind == "full" else visible(q_pos, q_pos, s.kind, s.size)
-            )
-        y = self.attend(q, k, v, mask, return_weights=return_weights)
+        if s.kv_source is not None:
+            y = self._shared(x, cache, return_weights)
+        else:
+            y = self._own(x, cache, return_weights)
         y, weights = y if return_weights else (y, None)
         y = y.transpose(1, 2).reshape(B, T, -1)  # (B, T, H * D)
         if s.gate:
@@ -224,8 +270,59 @@ class ConfigurableAttention(nn.Module):
         y = self.proj(y)  # (B, T, C)
         return (y, weights) if return_weights else y
 
-    def new_cache(self) -> LayerCache:
-        """An empty cache of this layer's kind."""
+    def _own(self, x, cache, return_weights):
+        s, T = self.spec, x.size(1)
+        offset = 0 if cache is None else cache.seen
+        q, k, v = self.project(x, offset)
+        q_pos = torch.arange(offset, offset + T, device=x.device)
+        if cache is None:  # the square: causal is the kernel's own flag
+            k, v = self.keys_values(k, v)
+            mask = (
+                None if s.kind == "full" else visible(q_pos, q_pos, s.kind, s.size)
+            )
+            return self.attend(q, k, v, mask, return_weights=return_weights)
+        check_cache(cache, KINDS, "ConfigurableAttention", WHY)
+        if s.k_eq_v:  # one tensor cached: keys and values derived from it
+            (k,), k_pos = cache.add(k)
+            k, v = self.keys_values(k, None, int(k_pos[0]))
+        else:  # keys turned once, when new
+            (k, v), k_pos = cache.add(*self.keys_values(k, v, offset))
+        if cache.readers:  # layers reading this one's keys and values
+            cache.attended = (k, v, k_pos, T)
+        mask = visible(q_pos, k_pos, s.kind, s.size)
+        return self.attend(q, k, v, mask, return_weights=return_weights)
+
+    def _shared(self, x, cache, return_weights):
+        s, T = self.spec, x.size(1)
+        if cache is None:
+            raise ValueError(
+                f"this layer reads layer {s.kv_source}'s keys and values: "
+                f"give it cache=SharedCache(that layer's cache), after that "
+                f"layer has read the same positions"
+            )
+        check_cache(cache, ("shared",), "a layer with a kv_source", WHY_SHARED)
+        source = cache.source
+        if (source.kind, source.size) != (s.kind, s.size):
+            raise ValueError(
+                f"a {s.kind} layer (size {s.size}) cannot read a {source.kind} "
+                f"layer's cache (size {source.size}): its source must be its kind"
+            )
+        k, v, k_pos = cache.read(T)
+        q, _, _ = self.project(x, cache.seen - T)
+        q_pos = torch.arange(cache.seen - T, cache.seen, device=x.device)
+        mask = visible(q_pos, k_pos, s.kind, s.size)
+        return self.attend(q, k, v, mask, return_weights=return_weights)
+
+    def new_cache(self, source: LayerCache | None = None):
+        """An empty cache of this layer's kind; for a layer with a kv_source,
+        a SharedCache on its source layer's cache `source`."""
+        if (self.spec.kv_source is None) != (source is None):
+            raise ValueError(
+                f"source ({type(source).__name__}) is for a layer with a "
+                f"kv_source, and it needs one (kv_source={self.spec.kv_source})"
+            )
+        if source is not None:
+            return SharedCache(source)
         return LayerCache(self.spec.kind, self.spec.size)
 
 

@@ -11,6 +11,9 @@ positions up to the new length turn the pairs no further than training did:
   ramp between them, and a temperature on the scores;
 - Llama 3's: YaRN's split by wavelength without the temperature.
 
+And one rule that is not an extension: Gemma 4's proportional RoPE turns only
+the fastest pairs of a whole head's frequencies and leaves the slow ones still.
+
 Shape letters: T sequence length, D head size, P = rotary_dim / 2 the pairs.
 The rules are transformers' (modeling_rope_utils), computed in float64.
 """
@@ -32,11 +35,12 @@ __all__ = [
     "ntk_frequencies",
     "yarn_frequencies",
     "llama3_frequencies",
+    "proportional_frequencies",
     "frequencies",
     "rotate",
 ]
 
-SCALINGS = ("default", "linear", "dynamic", "yarn", "llama3")
+SCALINGS = ("default", "linear", "dynamic", "yarn", "llama3", "proportional")
 
 
 # --8<-- [start:spec]
@@ -48,6 +52,8 @@ class RopeSpec:
         base: theta_i = base ** (-2i / rotary_dim) before any scaling.
         rotary_dim: channels rotated, the first rotary_dim of each head (even);
             the rest pass unturned (partial RoPE). None: the whole head.
+            With scaling="proportional", the pairs turned keep the head's
+            frequencies (base ** (-2i / D)), not rotary_dim's.
         scaling: one of SCALINGS.
         factor: how many times longer the new context is.
         original_length: the training length L (YaRN, Llama 3; for dynamic
@@ -193,6 +199,27 @@ def llama3_frequencies(theta: torch.Tensor, spec: "RopeSpec") -> torch.Tensor:
 # --8<-- [end:llama3]
 
 
+# --8<-- [start:proportional]
+def proportional_frequencies(
+    head_size: int, rotary_dim: int, base: float
+) -> torch.Tensor:
+    """Gemma 4's full layers: the rotary_dim / 2 fastest pairs of a whole head's
+    RoPE, theta_i = base ** (-2i / head_size); the slower pairs stay unturned.
+
+    Partial RoPE (rotary_dim alone) spreads the whole range of frequencies over
+    the pairs it turns, down to nearly 1 / base; this rule keeps the fast end
+    of the head's range and drops the slow end, the pairs that turn least.
+    """
+    if rotary_dim > head_size:
+        raise ValueError(
+            f"rotary_dim ({rotary_dim}) must be <= head_size ({head_size})"
+        )
+    return rope_frequencies(head_size, base)[: rotary_dim // 2]  # (P,)
+
+
+# --8<-- [end:proportional]
+
+
 # --8<-- [start:frequencies]
 def frequencies(
     spec: "RopeSpec", head_size: int, T: int | None = None
@@ -205,6 +232,9 @@ def frequencies(
     if D > head_size:
         raise ValueError(f"rotary_dim ({D}) must be <= head_size ({head_size})")
     theta = rope_frequencies(D, spec.base)  # (P,)
+    if spec.scaling == "proportional":  # Gemma 4: linear too, if a factor
+        theta = proportional_frequencies(head_size, D, spec.base)
+        return linear_frequencies(theta, spec.factor), 1.0
     if spec.scaling == "linear":
         return linear_frequencies(theta, spec.factor), 1.0
     if spec.scaling == "dynamic":

@@ -5,13 +5,21 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from lab.families import PUBLISHED, kv_bytes, layer_specs, table_rows  # noqa: E402
+from lab.families import (  # noqa: E402
+    NO_ROW,
+    PUBLISHED,
+    kv_bytes,
+    layer_specs,
+    specs_kv_bytes,
+    table_rows,
+)
+from lab.from_transformers import spec_from_config  # noqa: E402
 from lab.tiny_models import TINY  # noqa: E402
 from snippets.kv_heads import kv_cache_bytes  # noqa: E402
 
 
 def test_every_published_family_is_one_the_suite_proves_equal():
-    assert {entry["model_type"] for entry in PUBLISHED.values()} == set(TINY)
+    assert {entry["model_type"] for entry in PUBLISHED.values()} == set(TINY) - set(NO_ROW)
 
 
 def test_full_layers_cache_what_kv_cache_bytes_counts():
@@ -39,3 +47,22 @@ def test_the_table_has_a_row_per_family_with_its_source():
     assert all(r["source"].startswith("https://huggingface.co/") for r in rows)
     gemma3 = next(r for r in rows if r["family"] == "Gemma 3 4B")
     assert gemma3["schedule"] == "29 window 1024, 5 full"
+
+
+def test_k_eq_v_and_shared_layers_cache_what_they_hold():
+    import transformers
+
+    def stack(**changes):
+        config = transformers.AutoConfig.for_model("gemma4_text", **changes)
+        return [spec_from_config(config, i) for i in range(config.num_hidden_layers)]
+
+    plain = stack()  # 25 window layers of 4 x 256, 5 full of 4 x 512
+    per_token = 2 * 4 * 2  # K and V, 4 heads, 2 bytes
+    assert specs_kv_bytes(plain, 1000) == per_token * (25 * 256 * 512 + 5 * 512 * 1000)
+    # K=V: the full layers cache one tensor of their 2 heads; the window layers as before.
+    kv = stack(attention_k_eq_v=True, num_global_key_value_heads=2)
+    assert specs_kv_bytes(kv, 1000) == per_token * 25 * 256 * 512 + 2 * 2 * 512 * 1000 * 5
+    # The last 12 layers reuse earlier ones': 10 window and 2 full layers cache nothing.
+    shared = stack(num_kv_shared_layers=12)
+    assert sum(s.kv_source is not None for s in shared) == 12
+    assert specs_kv_bytes(shared, 1000) == per_token * (15 * 256 * 512 + 3 * 512 * 1000)

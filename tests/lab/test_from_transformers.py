@@ -38,7 +38,7 @@ def recorded(family: str):
 @pytest.mark.parametrize("family", list(FAMILIES))
 def test_every_layer_equals_transformers(family):
     r = compare(family)  # every layer, whole sequence and cached decode steps
-    assert r["layers"] == {"qwen3_next": 1, "gemma3_text": 6}.get(family, 4)
+    assert r["layers"] == {"qwen3_next": 1, "gemma3_text": 6, "gemma4_text": 8}.get(family, 4)
     # Sharp: the mean of each row's largest weight (uniform over 24 keys: 0.04).
     assert r["sharpness"] > 0.4, f"attention too flat to tell layers apart: {r['sharpness']:.2f}"
     assert r["whole"] < RTOL, f"{family}: whole sequence differs by {r['whole']:.2e}"
@@ -112,3 +112,16 @@ def test_an_unknown_family_names_model_type():
 
 def test_tiny_families_cover_the_loader():
     assert set(TINY) == set(FAMILIES)
+
+
+def test_a_window_smollm3_does_not_use_names_use_sliding_window():
+    # SmolLM3's masks follow layer_types, its attention's window use_sliding_window:
+    # a sliding layer with the window switched off is two layers at once.
+    types = ["full_attention"] * 3 + ["sliding_attention"]
+    config = tiny_config("smollm3", layer_types=types, sliding_window=WINDOW)
+    with pytest.raises(ValueError, match=r"config\.use_sliding_window \(False\)"):
+        spec_from_config(config, 3)
+    windowed = tiny_config(
+        "smollm3", layer_types=types, sliding_window=WINDOW, use_sliding_window=True
+    )
+    assert spec_from_config(windowed, 3).kind == "window"

@@ -212,6 +212,18 @@ SPECS = {
         32, 4, 2, 8, kind="chunk", size=5, rope=None, temperature=(4, 0.1)
     ),  # fmt: skip
     "capped-sinks": AttentionSpec(32, 4, 4, 8, softcap=3.0, sinks=True, gate="head"),
+    # Gemma 4's full layers: K=V, the norm on V, proportional RoPE, unscaled scores.
+    "gemma4-full": AttentionSpec(
+        32,
+        4,
+        1,
+        8,
+        qk_norm="head",
+        k_eq_v=True,
+        v_norm=True,
+        scale=1.0,
+        rope=RopeSpec(rotary_dim=4, scaling="proportional"),
+    ),
 }
 LAYERS = {
     **{f"configurable-{k}": (lambda s=s: ConfigurableAttention(s)) for k, s in SPECS.items()},
