@@ -6,6 +6,10 @@
   hold the page's python blocks in order, collapsed ones included, as the page harness
   (tests/pagecheck/) reads them: includes expanded, in one namespace. The imports come
   first, unless a block defines a name an import would bind (then it stays where it is).
+- A block in a collapsed admonition (`??? success "A solution"`, an exercise's solution
+  under its stub) stays collapsed: a hidden cell in the notebook (JupyterLab and Notebook 7
+  open it on a click), and in both downloads its first line says what it is. It still
+  runs, as on the page, so the cell after a stub prints the solution's verdict.
 - A block that uses names defined by the blocks above it says so right above its code
   ("Uses `torch`, `Head` from the blocks above"), where a reader copies it.
 - What needs more than the installed package is left out of the downloads, as a comment
@@ -196,20 +200,27 @@ def _commented(text: str) -> str:
     return "\n".join(f"# {line}".rstrip() for line in text.rstrip("\n").splitlines())
 
 
+SOLUTION = "# {title}, collapsed on the page (hidden in the notebook): try your own first.\n"
+
+
 def script_cells(page_path: str, imports: list[str], cells: list[Cell]) -> list[tuple]:
-    """(source, expected output or None, page line) of each cell of the downloads."""
-    out = [("\n".join(imports) + "\n", None, None)] if imports else []
+    """(source, expected output or None, page line, hidden) of each cell of the downloads:
+    hidden for a block of a collapsed admonition (an exercise's solution)."""
+    out = [("\n".join(imports) + "\n", None, None, False)] if imports else []
     for cell in cells:
-        block = cell.block
+        block, hidden = cell.block, cell.block.collapsed is not None
         if cell.left_out:
             source = f"# Not run here: {cell.left_out}.\n{_commented(block.code)}\n"
             if cell.imports_in_place:  # the blocks below use them
                 source += "# Its imports the blocks below use:\n"
                 source += "\n".join(cell.imports_in_place) + "\n"
-            out.append((source, None, block.where))
+            out.append((source, None, block.where, hidden))
         else:
             expected = block.expected_output.code if block.expected_output else None
-            out.append((cell.code, expected, block.where))
+            source = cell.code
+            if hidden:  # a reader scrolling the notebook should not meet it unasked
+                source = SOLUTION.format(title=block.collapsed or "Collapsed") + source
+            out.append((source, expected, block.where, hidden))
     return out
 
 
@@ -219,7 +230,7 @@ def as_script(title: str, url: str, cells: list[tuple]) -> str:
         "# Needs the guide's package: see the home page. Each `# %%` starts one block of the\n"
         "# page; its page line is given, and what it prints is on the page under it.\n"
     ]
-    for source, _, where in cells:
+    for source, _, where, _ in cells:
         parts.append(f"# %% {where or 'imports'}\n{source}")
     return "\n".join(parts)
 
@@ -235,15 +246,18 @@ def as_notebook(title: str, url: str, cells: list[tuple]) -> dict:
             "source": lines(f"# {title}\n\nThe code of <{url}>, block by block, in order."),
         }
     ]
-    for source, expected, where in cells:
+    for source, expected, where, hidden in cells:
         outputs = []
         if expected is not None:
             outputs = [{"output_type": "stream", "name": "stdout", "text": lines(expected)}]
+        metadata = {"page_line": where} if where else {}
+        if hidden:  # JupyterLab and Notebook 7 show a collapsed input, a click opens it
+            metadata["jupyter"] = {"source_hidden": True}
         nb_cells.append(
             {
                 "cell_type": "code",
                 "execution_count": None,
-                "metadata": {"page_line": where} if where else {},
+                "metadata": metadata,
                 "outputs": outputs,
                 "source": lines(source.rstrip("\n")),
             }

@@ -315,8 +315,8 @@ def _heads(answer, split: bool) -> str | None:
         out = tensor(out, want.shape, f"{name}(x {tuple(x.shape)})")
         if not torch.equal(out // 10 % 10, want // 10 % 10):
             return (
-                "the positions are mixed up: row t must keep position t's channels "
-                "(a bare reshape across T and H mixes them: move the head dim)"
+                "the positions are mixed up: row t must hold position t's channels,"
+                " and a reshape straight across T and H mixes them"
             )
         if not torch.equal(out, want):
             return (
@@ -373,7 +373,7 @@ def _kv_cache_step(answer) -> str | None:
         if not isinstance(got, tuple) or len(got) != 3:
             return "return three things: out, and the keys and values now cached"
         out, k_all, v_all = got
-        what = f"the keys cached after {seen} + {6 - seen} positions (B, H, T, D)"
+        what = f"the keys cached after {seen} + {6 - seen} positions"
         k_all = tensor(k_all, (2, 2, 6, 8), what)
         if close(k_all, torch.cat([kn, k[:, :, :seen]], 2)) and seen:
             return "the new keys go after the cached ones: positions stay in order"
