@@ -6,10 +6,11 @@
   hold the page's python blocks in order, collapsed ones included, as the page harness
   (tests/pagecheck/) reads them: includes expanded, in one namespace. The imports come
   first, unless a block defines a name an import would bind (then it stays where it is).
-- A block in a collapsed admonition (`??? success "A solution"`, an exercise's solution
-  under its stub) stays collapsed: a hidden cell in the notebook (JupyterLab and Notebook 7
-  open it on a click), and in both downloads its first line says what it is. It still
-  runs, as on the page, so the cell after a stub prints the solution's verdict.
+- A block in a collapsed admonition (`??? note "The input checks"`, or an exercise's
+  `??? success "A solution"` under its stub) stays collapsed: a hidden cell in the notebook
+  (JupyterLab and Notebook 7 open it on a click), and in both downloads its first line says
+  what it is (a solution's asks the reader to try first). It still runs, as on the page, so
+  the cell after a stub prints the solution's verdict.
 - A block that uses names defined by the blocks above it says so right above its code
   ("Uses `torch`, `Head` from the blocks above"), where a reader copies it.
 - What needs more than the installed package is left out of the downloads, as a comment
@@ -200,12 +201,17 @@ def _commented(text: str) -> str:
     return "\n".join(f"# {line}".rstrip() for line in text.rstrip("\n").splitlines())
 
 
-SOLUTION = "# {title}, collapsed on the page (hidden in the notebook): try your own first.\n"
+SOLUTION = "A solution"  # an exercise's: its first line asks the reader to try first
+
+
+def _collapsed_note(title: str) -> str:
+    note = f"# {title or 'Collapsed'}, collapsed on the page (hidden in the notebook)"
+    return note + (": try your own first.\n" if title == SOLUTION else ".\n")
 
 
 def script_cells(page_path: str, imports: list[str], cells: list[Cell]) -> list[tuple]:
     """(source, expected output or None, page line, hidden) of each cell of the downloads:
-    hidden for a block of a collapsed admonition (an exercise's solution)."""
+    hidden for a block of a collapsed admonition (an exercise's solution, a side detail)."""
     out = [("\n".join(imports) + "\n", None, None, False)] if imports else []
     for cell in cells:
         block, hidden = cell.block, cell.block.collapsed is not None
@@ -218,8 +224,8 @@ def script_cells(page_path: str, imports: list[str], cells: list[Cell]) -> list[
         else:
             expected = block.expected_output.code if block.expected_output else None
             source = cell.code
-            if hidden:  # a reader scrolling the notebook should not meet it unasked
-                source = SOLUTION.format(title=block.collapsed or "Collapsed") + source
+            if hidden:  # as on the page: a reader scrolling past does not meet it unasked
+                source = _collapsed_note(block.collapsed) + source
             out.append((source, expected, block.where, hidden))
     return out
 
