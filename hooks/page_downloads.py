@@ -6,6 +6,11 @@
   hold the page's python blocks in order, collapsed ones included, as the page harness
   (tests/pagecheck/) reads them: includes expanded, in one namespace. The imports come
   first, unless a block defines a name an import would bind (then it stays where it is).
+- A block in a collapsed admonition (`??? note "The input checks"`, or an exercise's
+  `??? success "A solution"` under its stub) stays collapsed: a hidden cell in the notebook
+  (JupyterLab and Notebook 7 open it on a click), and in both downloads its first line says
+  what it is (a solution's asks the reader to try first). It still runs, as on the page, so
+  the cell after a stub prints the solution's verdict.
 - A block that uses names defined by the blocks above it says so right above its code
   ("Uses `torch`, `Head` from the blocks above"), where a reader copies it.
 - What needs more than the installed package is left out of the downloads, as a comment
@@ -196,20 +201,32 @@ def _commented(text: str) -> str:
     return "\n".join(f"# {line}".rstrip() for line in text.rstrip("\n").splitlines())
 
 
+SOLUTION = "A solution"  # an exercise's: its first line asks the reader to try first
+
+
+def _collapsed_note(title: str) -> str:
+    note = f"# {title or 'Collapsed'}, collapsed on the page (hidden in the notebook)"
+    return note + (": try your own first.\n" if title == SOLUTION else ".\n")
+
+
 def script_cells(page_path: str, imports: list[str], cells: list[Cell]) -> list[tuple]:
-    """(source, expected output or None, page line) of each cell of the downloads."""
-    out = [("\n".join(imports) + "\n", None, None)] if imports else []
+    """(source, expected output or None, page line, hidden) of each cell of the downloads:
+    hidden for a block of a collapsed admonition (an exercise's solution, a side detail)."""
+    out = [("\n".join(imports) + "\n", None, None, False)] if imports else []
     for cell in cells:
-        block = cell.block
+        block, hidden = cell.block, cell.block.collapsed is not None
         if cell.left_out:
             source = f"# Not run here: {cell.left_out}.\n{_commented(block.code)}\n"
             if cell.imports_in_place:  # the blocks below use them
                 source += "# Its imports the blocks below use:\n"
                 source += "\n".join(cell.imports_in_place) + "\n"
-            out.append((source, None, block.where))
+            out.append((source, None, block.where, hidden))
         else:
             expected = block.expected_output.code if block.expected_output else None
-            out.append((cell.code, expected, block.where))
+            source = cell.code
+            if hidden:  # as on the page: a reader scrolling past does not meet it unasked
+                source = _collapsed_note(block.collapsed) + source
+            out.append((source, expected, block.where, hidden))
     return out
 
 
@@ -219,7 +236,7 @@ def as_script(title: str, url: str, cells: list[tuple]) -> str:
         "# Needs the guide's package: see the home page. Each `# %%` starts one block of the\n"
         "# page; its page line is given, and what it prints is on the page under it.\n"
     ]
-    for source, _, where in cells:
+    for source, _, where, _ in cells:
         parts.append(f"# %% {where or 'imports'}\n{source}")
     return "\n".join(parts)
 
@@ -235,15 +252,18 @@ def as_notebook(title: str, url: str, cells: list[tuple]) -> dict:
             "source": lines(f"# {title}\n\nThe code of <{url}>, block by block, in order."),
         }
     ]
-    for source, expected, where in cells:
+    for source, expected, where, hidden in cells:
         outputs = []
         if expected is not None:
             outputs = [{"output_type": "stream", "name": "stdout", "text": lines(expected)}]
+        metadata = {"page_line": where} if where else {}
+        if hidden:  # JupyterLab and Notebook 7 show a collapsed input, a click opens it
+            metadata["jupyter"] = {"source_hidden": True}
         nb_cells.append(
             {
                 "cell_type": "code",
                 "execution_count": None,
-                "metadata": {"page_line": where} if where else {},
+                "metadata": metadata,
                 "outputs": outputs,
                 "source": lines(source.rstrip("\n")),
             }

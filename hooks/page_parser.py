@@ -22,6 +22,8 @@ _CLOSE = re.compile(r"^[ \t]*(?P<fence>`{3,}|~{3,})[ \t]*$")
 _DIRECTIVE = re.compile(r"^\s*<!--\s*check:\s*(?P<verb>[\w-]+)\s*(?P<arg>.*?)\s*-->\s*$")
 _TAB_HEADER = re.compile(r'^\s*===!?\+?\s+".*"\s*$')
 _TITLE = re.compile(r'title="(?P<title>[^"]*)"')
+# A collapsed admonition (pymdownx.details): ``??? kind "title"`` (``???+``, open, is not).
+_COLLAPSED = re.compile(r'^(?P<indent>[ \t]*)\?\?\?[ \t]+\w+(?:[ \t]+"(?P<title>[^"]*)")?')
 _VERBS = {"skip"}
 _INCLUDE = re.compile(r"^[ \t]*-+8<-+")  # where pymdownx.snippets sees an include line
 _SECTION = re.compile(r"(?<![;-])-+8<-+[ \t]+\[[ \t]*(start|end)[ \t]*:")  # it deletes such lines
@@ -45,6 +47,7 @@ class Block:
     line_map: list[int]  # page line of each line of `code`
     skip: str | None = None  # reason from <!-- check: skip REASON -->
     expected_output: Block | None = None
+    collapsed: str | None = None  # the title of the collapsed admonition it sits in
 
     @property
     def kind(self) -> str | None:
@@ -57,6 +60,16 @@ class Block:
     @property
     def where(self) -> str:
         return f"{self.page}:{self.line}"
+
+
+def _collapsed_in(lines: list[str], at: int, indent: str) -> str | None:
+    """The title of the collapsed admonition holding the fence at line `at`, if any: the
+    nearest line above it indented less than the fence."""
+    for line in reversed(lines[:at]):
+        if line.strip() and len(line) - len(line.lstrip()) < len(indent):
+            found = _COLLAPSED.match(line)
+            return (found["title"] or "") if found else None
+    return None
 
 
 def _language(info: str) -> tuple[str, str | None]:
@@ -181,6 +194,7 @@ def parse_page(path: Path, root: Path, expand) -> list[Block]:
                 code="\n".join(body) + "\n",
                 line_map=line_map,
                 skip=pending.get("skip"),
+                collapsed=_collapsed_in(lines, start, indent) if indent else None,
             )
         )
         pending = {}

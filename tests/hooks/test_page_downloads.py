@@ -38,3 +38,39 @@ def test_a_left_out_blocks_checkout_imports_stay_out():
     imports, cells = plan(page)
     assert imports == [] and cells[0].imports_in_place == []
     assert "needs the block at docs/page.md:10" in cells[1].left_out
+
+
+def test_a_collapsed_block_is_a_hidden_cell_and_a_solution_asks_to_try_first(tmp_path):
+    from hooks.page_downloads import as_notebook, as_script
+    from hooks.page_parser import parse_page
+
+    fence = "```"
+    page = tmp_path / "docs" / "page.md"
+    page.parent.mkdir()
+    page.write_text(
+        f"{fence}python\ndef f():\n    return 0  # your code here\n{fence}\n\n"
+        f'??? success "A solution"\n\n    {fence}python\n    def f():\n        return 1\n'
+        f'    {fence}\n\n???+ note "Open"\n\n    {fence}python\n    f()\n    {fence}\n\n'
+        f"!!! note\n\n    {fence}python\n    f()\n    {fence}\n\n"
+        f'??? note "The checks"\n\n    {fence}python\n    f()\n    {fence}\n'
+    )
+    blocks = parse_page(page, tmp_path, lambda lines: lines)
+    assert [b.collapsed for b in blocks] == [None, "A solution", None, None, "The checks"]
+    imports, cells = plan(blocks)
+    out = script_cells("docs/page.md", imports, cells)
+    assert [hidden for *_, hidden in out] == [False, True, False, False, True]
+    assert out[1][0].startswith(
+        "# A solution, collapsed on the page (hidden in the notebook): try your own first.\n"
+    )
+    assert "def f():\n    return 1" in out[1][0] and "try your own" not in out[0][0]
+    assert out[4][0].startswith("# The checks, collapsed on the page (hidden in the notebook).\n")
+    notebook = as_notebook("Page", "page/", out)["cells"][1:]  # after the title
+    assert [c["metadata"].get("jupyter") for c in notebook] == [
+        None,
+        {"source_hidden": True},
+        None,
+        None,
+        {"source_hidden": True},
+    ]
+    script = as_script("Page", "page/", out)
+    assert script.index("return 0") < script.index("# A solution") < script.index("return 1")
