@@ -52,6 +52,7 @@ FAMILIES = {
     "deepseek_v3": "adjacent",  # rope_interleave=True, its default
     "llama4_text": "adjacent",  # complex multiplication of (2i, 2i + 1)
     "qwen3_next": "half",
+    "kimi_linear": "adjacent",  # MLA without RoPE: no pairs to reorder
 }
 # RMSNorm scales stored as w - 1 (transformers applies 1 + weight).
 ONE_PLUS = ("gemma3_text", "qwen3_next")
@@ -131,7 +132,7 @@ def spec_from_config(config, index: int) -> AttentionSpec | MLASpec:
         _refuse(config, "layer_types", kind_name, f"layer {index}: no loader for it")
     if getattr(config, "use_bidirectional_attention", False):
         _refuse(config, "use_bidirectional_attention", True, "the layer is causal")
-    if family == "deepseek_v3":
+    if family in ("deepseek_v3", "kimi_linear"):
         return _mla_spec(config)
     C, H = config.hidden_size, config.num_attention_heads
     D = _field(config, "head_dim", C // H)
@@ -177,10 +178,12 @@ def spec_from_config(config, index: int) -> AttentionSpec | MLASpec:
 
 
 def _mla_spec(config) -> MLASpec:
-    rope = rope_spec(config, "full_attention", config.qk_rope_head_dim)
+    rope = None  # Kimi Linear: the rope part of the key is shared, never turned
+    if config.model_type != "kimi_linear":
+        rope = rope_spec(config, "full_attention", config.qk_rope_head_dim)
     Dq = config.qk_nope_head_dim + config.qk_rope_head_dim
     scale = Dq**-0.5
-    if rope.scaling != "default" and rope.mscale_all_dim and rope.factor > 1:
+    if rope and rope.scaling != "default" and rope.mscale_all_dim and rope.factor > 1:
         mscale = 0.1 * rope.mscale_all_dim * math.log(rope.factor) + 1  # DeepSeek
         scale = scale * mscale * mscale
     if config.num_key_value_heads != config.num_attention_heads:
@@ -200,7 +203,7 @@ def _mla_spec(config) -> MLASpec:
         q_rank=config.q_lora_rank,
         rope=rope,
         scale=scale,
-        eps=config.rms_norm_eps,
+        eps=1e-6,  # transformers builds both latent norms with their default eps
         bias=bool(_field(config, "attention_bias", False)),
     )
 

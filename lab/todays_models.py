@@ -24,11 +24,14 @@ from lab.experiment import progress
 from lab.from_transformers import FAMILIES, load_attention
 from lab.paths import RESULTS_DIR
 from lab.tiny_models import WINDOW, record_layers, tiny_model
+from snippets.cache import LinearState
+from snippets.linear_attention import GatedDeltaNet
 from snippets.measure import time_interleaved
 
 SCHEMA = "attention-guide/todays-models/1"
 RESULT_FILE = RESULTS_DIR / "todays-models.json"
 T = 3 * WINDOW  # beyond every window and chunk of the tiny models
+BATCH = 2  # sequences per comparison
 PREFILL = 2 * WINDOW - 3  # then one token per step, across a window and a chunk
 
 
@@ -40,7 +43,7 @@ def relative(a: torch.Tensor, b: torch.Tensor) -> float:
 def compare(family: str, seed: int = 0) -> dict:
     """Worst relative differences of a family's layers against transformers."""
     model = tiny_model(family, seed)
-    tokens = torch.randint(0, 64, (2, T), generator=torch.Generator().manual_seed(seed + 1))
+    tokens = torch.randint(0, 64, (BATCH, T), generator=torch.Generator().manual_seed(seed + 1))
     result = {
         "family": family,
         "layers": 0,
@@ -52,19 +55,20 @@ def compare(family: str, seed: int = 0) -> dict:
     }
     for i, seen in enumerate(record_layers(model, tokens)):
         if not seen:
-            continue  # a layer without self_attn: Qwen3-Next's linear layers
+            continue  # a decoder layer without attention of either kind
         layer = load_attention(model, i)
-        cache = layer.new_cache()
+        linear = isinstance(layer, GatedDeltaNet)  # a fixed-size state, no weights
+        cache = LinearState(layer, BATCH) if linear else layer.new_cache()
         steps = [layer(seen["x"][:, :PREFILL], cache=cache)]
         for t in range(PREFILL, T):
             steps.append(layer(seen["x"][:, t : t + 1], cache=cache))
-        kind = getattr(layer.spec, "kind", "full")
+        kind = cache.kind
         result["layers"] += 1
         result["whole"] = max(result["whole"], relative(layer(seen["x"]), seen["y"]))
         result["cached"] = max(result["cached"], relative(torch.cat(steps, 1), seen["y"]))
-        # The mean over rows of the largest weight: 1 / 24 if uniform over 24 keys.
-        sharp = seen["weights"].max(-1).values.mean().item()
-        result["sharpness"] = min(result["sharpness"], sharp)
+        if not linear:  # the mean over rows of the largest weight: 1 / 24 if uniform
+            sharp = seen["weights"].max(-1).values.mean().item()
+            result["sharpness"] = min(result["sharpness"], sharp)
         result["kinds"].append(kind)
         result["longest_cache"][kind] = max(result["longest_cache"].get(kind, 0), len(cache))
     return result
