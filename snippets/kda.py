@@ -29,6 +29,7 @@ from snippets.linear_attention import GatedDeltaNet, _check_inputs
 __all__ = ["kda_recurrent", "kda_chunked", "KimiDeltaAttention"]
 
 
+# --8<-- [start:checks]
 def _check(q, k, v, g, beta, state) -> None:
     """g (B, H, T, K): one decay per key channel; the rest as Gated DeltaNet's."""
     if g.shape != k.shape:
@@ -37,6 +38,9 @@ def _check(q, k, v, g, beta, state) -> None:
             f"decay per key channel, got {tuple(g.shape)}"
         )
     _check_inputs(q, k, v, g.amax(-1), beta, state)  # amax > 0 iff some g > 0
+
+
+# --8<-- [end:checks]
 
 
 # --8<-- [start:recurrent]
@@ -151,9 +155,14 @@ class KimiDeltaAttention(GatedDeltaNet):
     H * K or H * V); the output gate a sigmoid, not SiLU.
 
     Args:
-        n_embed, n_head, head_k, head_v, conv_size, chunk_size: as GatedDeltaNet.
+        n_embed: C, the width of the input and output.
+        n_head: H, heads.
+        head_k: K, the key (and query) width of a head.
+        head_v: V, the value width of a head.
         rank: the width between the low-rank projections (None: head_k).
         eps: inside the RMS norm of the output.
+        conv_size: the short convolution's width.
+        chunk_size: N, positions per chunk of the chunked form.
         unit_eps: inside the square root of the unit lengths of q and k.
     """
 
