@@ -53,9 +53,10 @@ FAMILIES = {
     "llama4_text": "adjacent",  # complex multiplication of (2i, 2i + 1)
     "qwen3_next": "half",
     "kimi_linear": "adjacent",  # MLA without RoPE: no pairs to reorder
+    "qwen3_5_text": "half",  # Qwen3-Next's layers; text positions make its mRoPE plain RoPE
 }
 # RMSNorm scales stored as w - 1 (transformers applies 1 + weight).
-ONE_PLUS = ("gemma3_text", "qwen3_next")
+ONE_PLUS = ("gemma3_text", "qwen3_next", "qwen3_5_text")
 KINDS = {"full_attention": "full", "sliding_attention": "window", "chunked_attention": "chunk"}
 # A layer type with a loader of its own: layer type -> loader(model, index).
 LAYER_LOADERS: dict[str, Callable[[nn.Module, int], nn.Module]] = {
@@ -147,7 +148,7 @@ def spec_from_config(config, index: int) -> AttentionSpec | MLASpec:
     if family == "llama4_text" and not uses_rope and config.attn_temperature_tuning:
         temperature = (int(config.floor_scale), float(config.attn_scale))
     qk_norm, after = None, False
-    if family in ("qwen3", "gemma3_text", "qwen3_next"):
+    if family in ("qwen3", "gemma3_text", "qwen3_next", "qwen3_5_text"):
         qk_norm = "head"
     if family == "llama4_text" and config.use_qk_norm and uses_rope:
         qk_norm, after = "head", True
@@ -172,7 +173,7 @@ def spec_from_config(config, index: int) -> AttentionSpec | MLASpec:
         eps=config.rms_norm_eps,
         softcap=getattr(config, "attn_logit_softcapping", None),
         sinks=family == "gpt_oss",
-        gate="elementwise" if family == "qwen3_next" else None,
+        gate="elementwise" if family in ("qwen3_next", "qwen3_5_text") else None,
         temperature=temperature,
     )
 

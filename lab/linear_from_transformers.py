@@ -14,6 +14,7 @@ lab/from_transformers.py's load_attention, the loader of every layer type, hands
 Kimi Linear's "linear_attention" layers are Kimi Delta Attention (snippets/kda.py),
 loaded by load_kda: the same q, k, v projections and convolution, the decay's and
 the output gate's low-rank pairs (forget_gate.f_a_proj, f_b_proj; g_a_proj, g_b_proj).
+Qwen3.5's are Qwen3-Next's layer with its own weight layout (load_qwen3_5).
 load_linear_attention picks the loader by config.model_type (LOADERS).
 
 transformers is a tooling dependency: snippets/ never imports it.
@@ -121,5 +122,43 @@ def load_qwen3_next(config, theirs) -> GatedDeltaNet:
     return ours
 
 
+@torch.no_grad()
+def load_qwen3_5(config, theirs) -> GatedDeltaNet:
+    """Qwen3.5's Qwen3_5GatedDeltaNet: Qwen3-Next's layer, its own weight layout.
+
+    One projection for q, k and v, each over all its heads in turn (the
+    convolution's channel order too), and one each for z, b and a: no grouping
+    per key head to undo, unlike Qwen3-Next's in_proj_qkvz and in_proj_ba.
+    """
+    ours = GatedDeltaNet(
+        config.hidden_size,
+        config.linear_num_value_heads,
+        config.linear_key_head_dim,
+        config.linear_value_head_dim,
+        n_k_head=config.linear_num_key_heads,
+        conv_size=config.linear_conv_kernel_dim,
+        eps=config.rms_norm_eps,
+    ).to(dtype=theirs.out_proj.weight.dtype)
+    q, k, v = theirs.in_proj_qkv.weight.split(
+        [ours.q.out_features, ours.k.out_features, ours.v.out_features]
+    )
+    pairs = [
+        (ours.q, q),
+        (ours.k, k),
+        (ours.v, v),
+        (ours.z, theirs.in_proj_z.weight),
+        (ours.b, theirs.in_proj_b.weight),
+        (ours.a, theirs.in_proj_a.weight),
+        (ours.conv, theirs.conv1d.weight),
+        (ours.out, theirs.out_proj.weight),
+    ]
+    for mine, weight in pairs:
+        mine.weight.copy_(weight)
+    ours.A_log.copy_(theirs.A_log)
+    ours.dt_bias.copy_(theirs.dt_bias)
+    ours.norm_weight.copy_(theirs.norm.weight)  # stored as w: this norm applies w
+    return ours
+
+
 # config.model_type -> loader(config, transformers' layer).
-LOADERS = {"qwen3_next": load_qwen3_next, "kimi_linear": load_kda}
+LOADERS = {"qwen3_next": load_qwen3_next, "qwen3_5_text": load_qwen3_5, "kimi_linear": load_kda}

@@ -140,6 +140,15 @@ TINY = {
             **MOE,
         },
     ),
+    "qwen3_5_text": (
+        "Qwen3_5TextConfig",
+        {
+            "linear_num_value_heads": 4,  # two value heads per key head, as 32 : 16
+            "linear_num_key_heads": 2,
+            "linear_key_head_dim": 8,
+            "linear_value_head_dim": 6,
+        },
+    ),
     "kimi_linear": (
         "KimiLinearConfig",
         {
@@ -189,11 +198,12 @@ def tiny_model(family: str, seed: int = 0, **changes) -> nn.Module:
 
 @torch.no_grad()
 def perturb(model: nn.Module, seed: int = 0, std: float = 0.25) -> None:
-    """Every attention weight redrawn with std `std` (biases, norms and sinks
-    too, around their usual values): scores of several units, sharp rows."""
+    """Every attention weight, softmax or linear, redrawn with std `std` (biases,
+    norms and sinks too, around their usual values): scores of several units,
+    sharp rows."""
     g = torch.Generator().manual_seed(seed)
     for layer in model.model.layers:
-        attention = getattr(layer, "self_attn", None)
+        attention = getattr(layer, "self_attn", None) or getattr(layer, "linear_attn", None)
         if attention is None:
             continue
         for name, p in attention.named_parameters():
