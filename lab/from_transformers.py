@@ -53,6 +53,7 @@ FAMILIES = {
     "llama4_text": "adjacent",  # complex multiplication of (2i, 2i + 1)
     "qwen3_next": "half",
     "kimi_linear": "adjacent",  # MLA without RoPE: no pairs to reorder
+    "minimax": "half",  # its softmax layers; the others are lightning attention
     "qwen3_5_text": "half",  # Qwen3-Next's layers; text positions make its mRoPE plain RoPE
 }
 # RMSNorm scales stored as w - 1 (transformers applies 1 + weight).

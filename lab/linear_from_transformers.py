@@ -14,6 +14,7 @@ lab/from_transformers.py's load_attention, the loader of every layer type, hands
 Kimi Linear's "linear_attention" layers are Kimi Delta Attention (snippets/kda.py),
 loaded by load_kda: the same q, k, v projections and convolution, the decay's and
 the output gate's low-rank pairs (forget_gate.f_a_proj, f_b_proj; g_a_proj, g_b_proj).
+MiniMax's are lightning attention (snippets/lightning.py, load_lightning).
 Qwen3.5's are Qwen3-Next's layer with its own weight layout (load_qwen3_5).
 load_linear_attention picks the loader by config.model_type (LOADERS).
 
@@ -23,6 +24,7 @@ transformers is a tooling dependency: snippets/ never imports it.
 import torch
 
 from snippets.kda import KimiDeltaAttention
+from snippets.lightning import LightningAttention
 from snippets.linear_attention import GatedDeltaNet
 
 
@@ -160,5 +162,31 @@ def load_qwen3_5(config, theirs) -> GatedDeltaNet:
     return ours
 
 
+@torch.no_grad()
+def load_lightning(config, theirs) -> LightningAttention:
+    """MiniMax's MiniMaxLightningAttention as the guide's LightningAttention."""
+    H, D = theirs.num_attention_heads, theirs.head_dim
+    ours = LightningAttention(
+        config.hidden_size,
+        H,
+        D,
+        theirs.slope_rate.reshape(-1),  # fixed per layer and head, a buffer
+        chunk_size=config.block_size,
+    ).to(dtype=theirs.out_proj.weight.dtype)
+    # qkv_proj's rows, per head: q (D), k (D), v (D)
+    qkv = theirs.qkv_proj.weight.view(H, 3 * D, -1).split(D, dim=1)
+    for mine, w in zip((ours.q, ours.k, ours.v), qkv, strict=True):
+        mine.weight.copy_(w.reshape(H * D, -1))
+    ours.gate.weight.copy_(theirs.output_gate.weight)
+    ours.norm_weight.copy_(theirs.norm.weight)
+    ours.out.weight.copy_(theirs.out_proj.weight)
+    return ours
+
+
 # config.model_type -> loader(config, transformers' layer).
-LOADERS = {"qwen3_next": load_qwen3_next, "qwen3_5_text": load_qwen3_5, "kimi_linear": load_kda}
+LOADERS = {
+    "minimax": load_lightning,
+    "qwen3_next": load_qwen3_next,
+    "qwen3_5_text": load_qwen3_5,
+    "kimi_linear": load_kda,
+}

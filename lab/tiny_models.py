@@ -149,6 +149,15 @@ TINY = {
             "linear_value_head_dim": 6,
         },
     ),
+    "minimax": (
+        "MiniMaxConfig",
+        {
+            "layer_types": ["linear_attention"] * 3 + ["full_attention"],
+            "block_size": WINDOW,  # lightning attention's chunk, below T
+            "num_local_experts": 2,
+            **MOE,
+        },
+    ),
     "kimi_linear": (
         "KimiLinearConfig",
         {

@@ -25,7 +25,6 @@ from lab.from_transformers import FAMILIES, load_attention
 from lab.paths import RESULTS_DIR
 from lab.tiny_models import WINDOW, record_layers, tiny_model
 from snippets.cache import LinearState
-from snippets.linear_attention import GatedDeltaNet
 from snippets.measure import time_interleaved
 
 SCHEMA = "attention-guide/todays-models/1"
@@ -57,7 +56,7 @@ def compare(family: str, seed: int = 0) -> dict:
         if not seen:
             continue  # a decoder layer without attention of either kind
         layer = load_attention(model, i)
-        linear = isinstance(layer, GatedDeltaNet)  # a fixed-size state, no weights
+        linear = not hasattr(layer, "new_cache")  # a LinearState: a fixed-size state
         cache = LinearState(layer, BATCH) if linear else layer.new_cache()
         steps = [layer(seen["x"][:, :PREFILL], cache=cache)]
         for t in range(PREFILL, T):
