@@ -65,14 +65,17 @@ FAMILIES = {
     "apertus": "half",
     "exaone4": "half",
     "minimax_m2": "half",
+    "kimi_linear": "adjacent",  # MLA without RoPE: no pairs to reorder
+    "minimax": "half",  # its softmax layers; the others are lightning attention
+    "qwen3_5_text": "half",  # Qwen3-Next's layers; text positions make its mRoPE plain RoPE
 }
 # QK-norm per head, or over all heads together (OLMo's, MiniMax's).
 QK_NORM = {
-    **dict.fromkeys(("qwen3", "gemma3_text", "qwen3_next", "apertus", "exaone4"), "head"),
+    **dict.fromkeys(("qwen3", "gemma3_text", "qwen3_next", "qwen3_5_text", "apertus", "exaone4"), "head"),
     **dict.fromkeys(("olmo3", "minimax_m2"), "all"),
 }
 # RMSNorm scales stored as w - 1 (transformers applies 1 + weight).
-ONE_PLUS = ("gemma3_text", "qwen3_next")
+ONE_PLUS = ("gemma3_text", "qwen3_next", "qwen3_5_text")
 KINDS = {"full_attention": "full", "sliding_attention": "window", "chunked_attention": "chunk"}
 # A layer type with a loader of its own: layer type -> loader(model, index).
 LAYER_LOADERS: dict[str, Callable[[nn.Module, int], nn.Module]] = {
@@ -151,7 +154,7 @@ def spec_from_config(config, index: int) -> AttentionSpec | MLASpec:
         _refuse(config, "layer_types", kind_name, f"layer {index}: no loader for it")
     if both_ways := getattr(config, "use_bidirectional_attention", False):
         _refuse(config, "use_bidirectional_attention", both_ways, "the layer is causal")
-    if family == "deepseek_v3":
+    if family in ("deepseek_v3", "kimi_linear"):
         return _mla_spec(config)
     C, H = config.hidden_size, config.num_attention_heads
     kind = KINDS[kind_name]
@@ -193,17 +196,19 @@ def spec_from_config(config, index: int) -> AttentionSpec | MLASpec:
         eps=config.rms_norm_eps,
         softcap=getattr(config, "attn_logit_softcapping", None),
         sinks=family == "gpt_oss",
-        gate="elementwise" if family == "qwen3_next" else None,
+        gate="elementwise" if family in ("qwen3_next", "qwen3_5_text") else None,
         temperature=temperature,
         **fields,
     )
 
 
 def _mla_spec(config) -> MLASpec:
-    rope = rope_spec(config, "full_attention", config.qk_rope_head_dim)
+    rope = None  # Kimi Linear: the rope part of the key is shared, never turned
+    if config.model_type != "kimi_linear":
+        rope = rope_spec(config, "full_attention", config.qk_rope_head_dim)
     Dq = config.qk_nope_head_dim + config.qk_rope_head_dim
     scale = Dq**-0.5
-    if rope.scaling != "default" and rope.mscale_all_dim and rope.factor > 1:
+    if rope and rope.scaling != "default" and rope.mscale_all_dim and rope.factor > 1:
         mscale = 0.1 * rope.mscale_all_dim * math.log(rope.factor) + 1  # DeepSeek
         scale = scale * mscale * mscale
     if config.num_key_value_heads != config.num_attention_heads:
@@ -223,7 +228,7 @@ def _mla_spec(config) -> MLASpec:
         q_rank=config.q_lora_rank,
         rope=rope,
         scale=scale,
-        eps=config.rms_norm_eps,
+        eps=1e-6,  # transformers builds both latent norms with their default eps
         bias=bool(_field(config, "attention_bias", False)),
     )
 

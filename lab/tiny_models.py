@@ -194,6 +194,45 @@ TINY = {
             },
         },
     ),
+    "qwen3_5_text": (
+        "Qwen3_5TextConfig",
+        {
+            "linear_num_value_heads": 4,  # two value heads per key head, as 32 : 16
+            "linear_num_key_heads": 2,
+            "linear_key_head_dim": 8,
+            "linear_value_head_dim": 6,
+        },
+    ),
+    "minimax": (
+        "MiniMaxConfig",
+        {
+            "layer_types": ["linear_attention"] * 3 + ["full_attention"],
+            "block_size": WINDOW,  # lightning attention's chunk, below T
+            "num_local_experts": 2,
+            **MOE,
+        },
+    ),
+    "kimi_linear": (
+        "KimiLinearConfig",
+        {
+            "num_key_value_heads": 4,  # MLA: one latent, every head its own key
+            "layer_types": ["linear_attention"] * 3 + ["full_attention"],  # 3 KDA : 1 MLA
+            "kv_lora_rank": 16,
+            "qk_nope_head_dim": 8,
+            "qk_rope_head_dim": 8,
+            "v_head_dim": 12,
+            "linear_num_heads": 4,
+            "linear_head_dim": 8,
+            "num_local_experts": 2,
+            "n_group": 1,
+            "topk_group": 1,
+            "moe_intermediate_size": 16,
+            **MOE,
+            "pad_token_id": None,  # its defaults are ids of the 163840-token vocabulary
+            "bos_token_id": None,
+            "eos_token_id": None,
+        },
+    ),
 }
 
 
@@ -222,11 +261,12 @@ def tiny_model(family: str, seed: int = 0, **changes) -> nn.Module:
 
 @torch.no_grad()
 def perturb(model: nn.Module, seed: int = 0, std: float = 0.25) -> None:
-    """Every attention weight redrawn with std `std` (biases, norms and sinks
-    too, around their usual values): scores of several units, sharp rows."""
+    """Every attention weight, softmax or linear, redrawn with std `std` (biases,
+    norms and sinks too, around their usual values): scores of several units,
+    sharp rows."""
     g = torch.Generator().manual_seed(seed)
     for layer in model.model.layers:
-        attention = getattr(layer, "self_attn", None)
+        attention = getattr(layer, "self_attn", None) or getattr(layer, "linear_attn", None)
         if attention is None:
             continue
         for name, p in attention.named_parameters():
@@ -241,17 +281,20 @@ def perturb(model: nn.Module, seed: int = 0, std: float = 0.25) -> None:
 
 @torch.no_grad()
 def record_layers(model: nn.Module, tokens: torch.Tensor) -> list[dict]:
-    """Run the model once; per decoder layer, what its attention got and gave:
-    {"x": hidden states (B, T, C), "y": first output, "weights": second}."""
+    """Run the model once; per decoder layer, what its attention (softmax or
+    linear) got and gave: {"x": hidden states (B, T, C), "y": first output,
+    "weights": second, None for a linear layer}."""
     seen, hooks = [], []
     for layer in model.model.layers:
-        module = getattr(layer, "self_attn", None)
+        module = getattr(layer, "self_attn", None) or getattr(layer, "linear_attn", None)
         seen.append({})
         if module is None:
             continue
 
         def hook(module, args, kwargs, output, record=seen[-1]):
             record["x"] = kwargs["hidden_states"]
+            if isinstance(output, torch.Tensor):  # a linear layer: no weights
+                output = (output, None)
             record["y"], record["weights"] = output[0], output[1]
 
         hooks.append(module.register_forward_hook(hook, with_kwargs=True))

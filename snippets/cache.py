@@ -249,9 +249,10 @@ def read(cache, q, k, v, position: str):
 
 # --8<-- [start:linear_state]
 class LinearState(Cache):
-    """A Gated DeltaNet layer's memory of the positions read so far: its
-    delta-rule state S (B, H, K, V) and the last conv_size - 1 inputs of its
-    short convolution. The same bytes after 1 token or 100,000.
+    """A linear layer's memory of the positions read so far: its state S
+    (B, H, K, V) (Gated DeltaNet's delta-rule state, or another rule's) and the
+    last conv_size - 1 inputs of its short convolution, if it has one. The
+    same bytes after 1 token or 100,000.
 
     Args:
         attn: the layer (gives H, K, V, C, the convolution's width, the dtype).
@@ -265,7 +266,7 @@ class LinearState(Cache):
         # The convolution reads conv_size - 1 earlier positions. The projections
         # into it have no bias, so earlier *inputs* x (zeros before the first
         # token, as the layer's own padding) are as good as their projections.
-        width = attn.conv.kernel_size[0] - 1
+        width = attn.conv.kernel_size[0] - 1 if hasattr(attn, "conv") else 0
         self.recent = torch.zeros(batch_size, width, attn.q.in_features, **like)
         self.kind, self.seen = "linear", 0
 

@@ -252,7 +252,7 @@ class GatedDeltaNet(nn.Module):
             head_k,
             head_v,
         )
-        self.chunk_size, self.eps = chunk_size, eps
+        self.chunk_size, self.eps, self.unit_eps = chunk_size, eps, eps
         qk, vv = n_k_head * head_k, n_head * head_v
         self.q = nn.Linear(n_embed, qk, bias=False)
         self.k = nn.Linear(n_embed, qk, bias=False)
@@ -298,16 +298,23 @@ class GatedDeltaNet(nn.Module):
         )
         group = self.n_head // self.n_k_head  # value heads per key head
         q, k = (t.repeat_interleave(group, dim=1) for t in (q, k))  # (B, H, T, K)
-        k = _unit(k, self.eps)  # unit keys: the delta rule's step stays stable
-        q = _unit(q, self.eps) * self.head_k**-0.5
+        k = _unit(k, self.unit_eps)  # unit keys: the delta rule's step stays stable
+        q = _unit(q, self.unit_eps) * self.head_k**-0.5
         v = v.reshape(B, T, self.n_head, self.head_v).transpose(
             1, 2
         )  # (B, H, T, V)
         beta = self.b(x).sigmoid().transpose(1, 2)  # (B, H, T) in (0, 1)
-        g = -self.A_log.exp() * F.softplus(
-            self.a(x) + self.dt_bias
-        )  # (B, T, H) <= 0
-        return q, k, v, g.transpose(1, 2), beta
+        return q, k, v, self.decay(x), beta
+
+    def decay(self, x):
+        """x (B, T, C) -> g (B, H, T) <= 0, the log of the forget gate per head."""
+        g = -self.A_log.exp() * F.softplus(self.a(x) + self.dt_bias)  # (B, T, H)
+        return g.transpose(1, 2)
+
+    def output_gate(self, x):
+        """x (B, T, C) -> the gate on each head's normed output (B, T, H, V)."""
+        B, T, _ = x.shape
+        return F.silu(self.z(x)).reshape(B, T, self.n_head, self.head_v)
 
     def forward(self, x, cache=None, *, return_weights=False, recurrent=False):
         """x (B, T, C) -> (B, T, C); recurrent=True uses the step-by-step form.
@@ -321,24 +328,24 @@ class GatedDeltaNet(nn.Module):
             )
         if return_weights:
             raise ValueError(
-                "GatedDeltaNet has no attention weights: it mixes positions "
-                "through a fixed-size state, never a (T, T) matrix of weights"
+                f"{type(self).__name__} has no attention weights: it mixes "
+                "positions through a fixed-size state, never a (T, T) matrix"
             )
         state = None
         if cache is None:
             q, k, v, g, beta = self.gates(x)
         else:  # the convolution reads the cached inputs before x
             why = "a linear layer keeps a fixed-size state, never keys and values"
-            check_cache(cache, ("linear",), "GatedDeltaNet", why)
+            check_cache(cache, ("linear",), type(self).__name__, why)
             w, state = cache.recent.size(1), cache.S
             context = torch.cat([cache.recent, x], dim=1)  # (B, w + T, C)
             q, k, v, g, beta = (t[:, :, w:] for t in self.gates(context))
             cache.recent = context[:, context.size(1) - w :]
             recurrent = recurrent or x.size(1) == 1
         if recurrent:
-            o, state = gated_delta_recurrent(q, k, v, g, beta, state)
+            o, state = self.recurrent_rule(q, k, v, g, beta, state)
         else:
-            o, state = gated_delta_chunked(
+            o, state = self.chunked_rule(
                 q, k, v, g, beta, state, chunk_size=self.chunk_size
             )
         if cache is not None:
@@ -350,8 +357,11 @@ class GatedDeltaNet(nn.Module):
             * self.norm_weight
         )
         B, T, H, V = o.shape
-        z = self.z(x).reshape(B, T, H, V)
-        return self.out((o * F.silu(z)).reshape(B, T, H * V))
+        return self.out((o * self.output_gate(x)).reshape(B, T, H * V))
+
+    # The rule in its two forms; a variant of the layer may bring its own.
+    recurrent_rule = staticmethod(gated_delta_recurrent)
+    chunked_rule = staticmethod(gated_delta_chunked)
 
 
 # --8<-- [end:layer]

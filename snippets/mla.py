@@ -48,7 +48,7 @@ class MLASpec:
     kv_rank=512, Dn=128, Dr=64, Dv=128).
 
     q_rank None: queries projected straight from x (DeepSeek-V2-Lite).
-    scale None: 1 / sqrt(Dn + Dr).
+    scale None: 1 / sqrt(Dn + Dr). rope None: the Dr part unturned (Kimi Linear).
     """
 
     n_embed: int
@@ -58,7 +58,7 @@ class MLASpec:
     rope_head_size: int
     v_head_size: int
     q_rank: int | None = None
-    rope: RopeSpec = RopeSpec()
+    rope: RopeSpec | None = RopeSpec()
     scale: float | None = None
     eps: float = 1e-6
     bias: bool = False
@@ -115,14 +115,16 @@ class LatentAttention(nn.Module):
             q = self.q_up(self.q_norm(self.q_down(x)))
         q = q.view(B, T, s.n_head, -1).transpose(1, 2)  # (B, H, T, Dn + Dr)
         q_nope, q_rope = q.split([s.nope_head_size, s.rope_head_size], dim=-1)
-        return q_nope, rotate(q_rope, s.rope, offset)
+        return q_nope, q_rope if s.rope is None else rotate(q_rope, s.rope, offset)
 
     def latents(self, x: torch.Tensor, offset: int = 0):
         """x (B, T, C) -> c (B, T, R) normed, k_rope (B, T, Dr) turned."""
         c, k_rope = self.kv_down(x).split(
             [self.spec.kv_rank, self.spec.rope_head_size], -1
         )
-        return self.kv_norm(c), rotate(k_rope, self.spec.rope, offset)
+        if self.spec.rope is not None:
+            k_rope = rotate(k_rope, self.spec.rope, offset)
+        return self.kv_norm(c), k_rope
 
     def _up(self):
         """kv_up's weight per head: keys (H, Dn, R), values (H, Dv, R)."""

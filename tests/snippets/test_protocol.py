@@ -229,6 +229,7 @@ LAYERS = {
     **{f"configurable-{k}": (lambda s=s: ConfigurableAttention(s)) for k, s in SPECS.items()},
     "latent": lambda: LatentAttention(MLASpec(32, 4, 8, 6, 4, 6, q_rank=12)),
     "latent-no-q-rank": lambda: LatentAttention(MLASpec(32, 2, 8, 6, 4, 6, rope=RopeSpec())),
+    "latent-no-rope": lambda: LatentAttention(MLASpec(32, 4, 8, 6, 4, 6, rope=None)),  # Kimi
 }
 
 
