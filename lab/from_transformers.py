@@ -71,7 +71,9 @@ FAMILIES = {
 }
 # QK-norm per head, or over all heads together (OLMo's, MiniMax's).
 QK_NORM = {
-    **dict.fromkeys(("qwen3", "gemma3_text", "qwen3_next", "qwen3_5_text", "apertus", "exaone4"), "head"),
+    **dict.fromkeys(
+        ("qwen3", "gemma3_text", "qwen3_next", "qwen3_5_text", "apertus", "exaone4"), "head"
+    ),
     **dict.fromkeys(("olmo3", "minimax_m2"), "all"),
 }
 # RMSNorm scales stored as w - 1 (transformers applies 1 + weight).
