@@ -209,7 +209,12 @@ PUBLISHED = {
     },
 }
 # Families the suite proves equal that have no row, and why.
-NO_ROW = {"minimax_m2": "its config's docstring names MiniMax-Text-01, another model"}
+NO_ROW = {
+    "minimax_m2": "its config's docstring names MiniMax-Text-01, another model",
+    "minimax": "its config's defaults are not MiniMax-Text-01's sizes",
+    "qwen3_5_text": "its config's docstring names two checkpoints (27B and 9B)",
+    "kimi_linear": "its config's layer schedule is not one a primary source confirms",
+}
 
 
 @functools.cache
