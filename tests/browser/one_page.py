@@ -13,8 +13,8 @@ Three things run side by side, and each says what it found:
   each cell's print compared with the notebook's stored output;
 - the built page in chromium with every check of tests/pages/test_browser.py's inspect_page,
   served over a whole build of the site, so its links reach the other pages: `site/` when
-  `make build` made one, else .cache/one-page/whole/ (built once, on the first run, about a
-  minute; delete it to refresh the other pages).
+  `make build` made one, else .cache/one-page/whole/ (built on the first run, about a
+  minute, and again whenever mkdocs.yml is newer than the build: a new page's links).
 
 Exit status 1 if anything failed.
 """
@@ -64,13 +64,20 @@ def build_page(page: str, out: Path) -> None:
         raise RuntimeError(f"the build of {page} failed:\n{proc.stderr[-3000:]}")
 
 
+def current(site: Path) -> bool:
+    """A build newer than mkdocs.yml: it has every page of the nav (a new page comes with
+    a nav line, so a build from before it would answer its links with 404)."""
+    sitemap = site / "sitemap.xml"
+    return sitemap.is_file() and sitemap.stat().st_mtime >= (ROOT / "mkdocs.yml").stat().st_mtime
+
+
 def whole_site() -> Path:
     """A build of the whole site for the other pages: site/ (make build), else our own."""
-    if (ROOT / "site" / "sitemap.xml").is_file():
+    if current(ROOT / "site"):
         return ROOT / "site"
     whole = CACHE / "whole"
-    if not (whole / "sitemap.xml").is_file():
-        print("  (first run: building the whole site once for the links, into .cache/one-page/)")
+    if not current(whole):
+        print("  (building the whole site once for the links, into .cache/one-page/)")
         subprocess.run(
             [sys.executable, "-m", "mkdocs", "build", "-q", "--site-dir", str(whole)],
             cwd=ROOT,
