@@ -6,7 +6,9 @@
 returns what `model.model.layers[layer_index].self_attn` returns (its first
 output) for the hidden states it receives. Families: Llama (with Llama 3's RoPE
 scaling), Mistral, Qwen3, Gemma 2, Gemma 3 (text), gpt-oss, DeepSeek-V3
-(MLA), Llama 4 (text) and Qwen3-Next (its full-attention layers). A config the
+(MLA), Llama 4 (text), Qwen3-Next (its full-attention layers), DeepSeek-V3.2 and
+GLM-5 (MLA with DSA's indexer) and Mistral 4 (MLA with a query temperature;
+lab/from_transformers_deepseek.py). A config the
 guide's layer cannot express raises a ValueError naming the field.
 
 Two layouts differ and are converted here, not in the layer:
@@ -26,6 +28,8 @@ from collections.abc import Callable
 import torch
 import torch.nn as nn
 
+from lab.from_transformers_deepseek import loaders as deepseek_loaders
+from lab.from_transformers_deepseek import wire
 from lab.linear_from_transformers import load_linear_attention
 from snippets.configurable import AttentionSpec, ConfigurableAttention
 from snippets.mla import LatentAttention, MLASpec
@@ -38,6 +42,7 @@ __all__ = [
     "rope_spec",
     "spec_from_config",
     "load_attention",
+    "load_attentions",
 ]
 
 # model_type -> how its checkpoints lay out RoPE pairs: "half" (i, i + R/2)
@@ -52,11 +57,14 @@ FAMILIES = {
     "deepseek_v3": "adjacent",  # rope_interleave=True, its default
     "llama4_text": "adjacent",  # complex multiplication of (2i, 2i + 1)
     "qwen3_next": "half",
+    "deepseek_v32": "adjacent",  # MLA as DeepSeek-V3's; its indexer: lab/from_transformers_deepseek.py
+    "glm_moe_dsa": "adjacent",
+    "mistral4": "adjacent",  # rope_interleave=True, its default
 }
 # RMSNorm scales stored as w - 1 (transformers applies 1 + weight).
 ONE_PLUS = ("gemma3_text", "qwen3_next")
 KINDS = {"full_attention": "full", "sliding_attention": "window", "chunked_attention": "chunk"}
-# A layer type with a loader of its own: layer type -> loader(model, index).
+# A layer type or a model_type with a loader of its own -> loader(model, index).
 LAYER_LOADERS: dict[str, Callable[[nn.Module, int], nn.Module]] = {
     "linear_attention": load_linear_attention,  # Qwen3-Next's Gated DeltaNet
 }
@@ -200,7 +208,7 @@ def _mla_spec(config) -> MLASpec:
         q_rank=config.q_lora_rank,
         rope=rope,
         scale=scale,
-        eps=config.rms_norm_eps,
+        eps=1e-6,  # transformers' q_a_ and kv_a_layernorm: RMSNorm's default, not rms_norm_eps
         bias=bool(_field(config, "attention_bias", False)),
     )
 
@@ -282,20 +290,34 @@ def _load_mla(module: nn.Module, spec: MLASpec, config) -> LatentAttention:
     return layer
 
 
+# DSA layers (DeepSeek-V3.2, GLM-5) and Mistral 4's: MLA as loaded here, and a piece.
+LAYER_LOADERS.update(
+    deepseek_loaders(mla_spec=_mla_spec, load_mla=_load_mla, rope_spec=rope_spec, layer_type=layer_type)
+)
+
+
 def load_attention(model: nn.Module, layer_index: int) -> nn.Module:
     """The guide's layer equal to the attention of decoder layer layer_index.
 
     model: a transformers *ForCausalLM (or its .model) of a family in FAMILIES.
-    Returns a ConfigurableAttention or, for DeepSeek-V3, a LatentAttention:
-    call it as layer(x) on the hidden states the transformers layer receives.
+    Returns a ConfigurableAttention or, for the MLA families, a LatentAttention
+    (DeepSeek-V3.2's and GLM-5's sparse, Mistral 4's tempered): call it as
+    layer(x) on the hidden states the transformers layer receives.
     """
     config = model.config
     kind = layer_type(config, layer_index)
-    if kind in LAYER_LOADERS:
-        return LAYER_LOADERS[kind](model, layer_index)
+    loader = LAYER_LOADERS.get(kind) or LAYER_LOADERS.get(config.model_type)
+    if loader is not None:
+        return loader(model, layer_index)
     spec = spec_from_config(config, layer_index)
     decoder = model.model if hasattr(model, "model") else model
     module = decoder.layers[layer_index].self_attn
     if isinstance(spec, MLASpec):
         return _load_mla(module, spec, config).eval()
     return _load_gqa(module, spec, config.model_type).eval()
+
+
+def load_attentions(model: nn.Module) -> list[nn.Module]:
+    """Every layer's load_attention, wired as the model runs them: a GLM-5 layer
+    that reuses an earlier layer's top-k choice reads that layer's."""
+    return wire([load_attention(model, i) for i in range(model.config.num_hidden_layers)])

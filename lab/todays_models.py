@@ -21,7 +21,7 @@ import torch
 from lab import experiment
 from lab.common import note_load_after
 from lab.experiment import progress
-from lab.from_transformers import FAMILIES, load_attention
+from lab.from_transformers import FAMILIES, load_attention, load_attentions
 from lab.paths import RESULTS_DIR
 from lab.tiny_models import WINDOW, record_layers, tiny_model
 from snippets.measure import time_interleaved
@@ -50,18 +50,23 @@ def compare(family: str, seed: int = 0) -> dict:
         "kinds": [],
         "longest_cache": {},
     }
-    for i, seen in enumerate(record_layers(model, tokens)):
-        if not seen:
-            continue  # a layer without self_attn: Qwen3-Next's linear layers
-        layer = load_attention(model, i)
-        cache = layer.new_cache()
-        steps = [layer(seen["x"][:, :PREFILL], cache=cache)]
-        for t in range(PREFILL, T):
-            steps.append(layer(seen["x"][:, t : t + 1], cache=cache))
+    # Layers loaded together and stepped in turn, as the model runs them: a
+    # GLM-5 layer reads the top-k choice the layer before it made on that step.
+    pairs = [
+        (layer, seen)
+        for layer, seen in zip(load_attentions(model), record_layers(model, tokens), strict=True)
+        if seen  # a layer without self_attn: Qwen3-Next's linear layers
+    ]
+    caches = [layer.new_cache() for layer, _ in pairs]
+    steps = [[] for _ in pairs]
+    for start, end in [(0, PREFILL)] + [(t, t + 1) for t in range(PREFILL, T)]:
+        for (layer, seen), cache, out in zip(pairs, caches, steps, strict=True):
+            out.append(layer(seen["x"][:, start:end], cache=cache))
+    for (layer, seen), cache, out in zip(pairs, caches, steps, strict=True):
         kind = getattr(layer.spec, "kind", "full")
         result["layers"] += 1
         result["whole"] = max(result["whole"], relative(layer(seen["x"]), seen["y"]))
-        result["cached"] = max(result["cached"], relative(torch.cat(steps, 1), seen["y"]))
+        result["cached"] = max(result["cached"], relative(torch.cat(out, 1), seen["y"]))
         # The mean over rows of the largest weight: 1 / 24 if uniform over 24 keys.
         sharp = seen["weights"].max(-1).values.mean().item()
         result["sharpness"] = min(result["sharpness"], sharp)
