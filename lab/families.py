@@ -13,7 +13,7 @@ import functools
 from lab.from_transformers import layer_type, spec_from_config
 from snippets.mla import MLASpec
 
-__all__ = ["PUBLISHED", "published_config", "layer_specs", "kv_bytes", "table_rows"]
+__all__ = ["PUBLISHED", "NO_ROW", "published_config", "layer_specs", "kv_bytes", "table_rows"]
 
 HF = "https://huggingface.co/{}/blob/main/config.json"
 PUBLISHED = {
@@ -166,6 +166,41 @@ PUBLISHED = {
             "partial_rotary_factor": 0.25,
         },
     },
+    # No config.json at hand: transformers 5.23's Mistral4Config defaults, which its
+    # docstring gives as mistralai/Mistral-Small-4-119B-2603's.
+    "Mistral Small 4 119B": {
+        "source": "https://huggingface.co/mistralai/Mistral-Small-4-119B-2603",
+        "model_type": "mistral4",
+        "hidden_size": 4096,
+        "num_hidden_layers": 36,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 32,
+        "q_lora_rank": 1024,
+        "kv_lora_rank": 256,
+        "qk_nope_head_dim": 64,
+        "qk_rope_head_dim": 64,
+        "v_head_dim": 128,
+        "max_position_embeddings": 1048576,
+        "rope_parameters": {
+            "rope_type": "yarn",
+            "rope_theta": 10000.0,
+            "factor": 128.0,
+            "original_max_position_embeddings": 8192,
+            "beta_fast": 32.0,
+            "beta_slow": 1.0,
+            "mscale_all_dim": 1.0,
+            "mscale": 1.0,
+            "llama_4_scaling_beta": 0.1,
+            "partial_rotary_factor": 0.5,
+        },
+    },
+}
+# Families the suite proves equal but the table leaves out: transformers' defaults
+# give their sizes, not their checkpoints' RoPE scaling (docs/todays-models.md gives
+# their cache per token from those sizes).
+NO_ROW = {
+    "deepseek_v32": "DeepSeek-V3.2-Exp",
+    "glm_moe_dsa": "GLM-5",
 }
 
 

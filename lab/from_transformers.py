@@ -22,6 +22,7 @@ The dispatch point is LAYER_LOADERS: a layer type ("linear_attention" for
 Qwen3-Next's linear layers) can bring its own loader.
 """
 
+import dataclasses
 import math
 from collections.abc import Callable
 
@@ -139,7 +140,7 @@ def spec_from_config(config, index: int) -> AttentionSpec | MLASpec:
         _refuse(config, "layer_types", kind_name, f"layer {index}: no loader for it")
     if getattr(config, "use_bidirectional_attention", False):
         _refuse(config, "use_bidirectional_attention", True, "the layer is causal")
-    if family == "deepseek_v3":
+    if family in ("deepseek_v3", "mistral4"):
         return _mla_spec(config)
     C, H = config.hidden_size, config.num_attention_heads
     D = _field(config, "head_dim", C // H)
@@ -185,7 +186,13 @@ def spec_from_config(config, index: int) -> AttentionSpec | MLASpec:
 
 
 def _mla_spec(config) -> MLASpec:
-    rope = rope_spec(config, "full_attention", config.qk_rope_head_dim)
+    # transformers turns head_dim * partial_rotary_factor channels: the rope part's Dr
+    # (DeepSeek: head_dim = Dr; Mistral 4: head_dim = Dn + Dr, factor Dr / (Dn + Dr)).
+    Dr = config.qk_rope_head_dim
+    rope = rope_spec(config, "full_attention", _field(config, "head_dim", Dr))
+    if (rope.rotary_dim or _field(config, "head_dim", Dr)) != Dr:
+        _refuse(config, "rope_parameters['partial_rotary_factor']", rope.rotary_dim, f"must turn {Dr}")
+    rope = dataclasses.replace(rope, rotary_dim=None)
     Dq = config.qk_nope_head_dim + config.qk_rope_head_dim
     scale = Dq**-0.5
     if rope.scaling != "default" and rope.mscale_all_dim and rope.factor > 1:
@@ -292,7 +299,7 @@ def _load_mla(module: nn.Module, spec: MLASpec, config) -> LatentAttention:
 
 # DSA layers (DeepSeek-V3.2, GLM-5) and Mistral 4's: MLA as loaded here, and a piece.
 LAYER_LOADERS.update(
-    deepseek_loaders(mla_spec=_mla_spec, load_mla=_load_mla, rope_spec=rope_spec, layer_type=layer_type)
+    deepseek_loaders(mla_spec=_mla_spec, load_mla=_load_mla, layer_type=layer_type)
 )
 
 

@@ -14,7 +14,6 @@
 transformers is a tooling dependency: snippets/ never imports it.
 """
 
-import dataclasses
 import functools
 from types import SimpleNamespace
 
@@ -94,13 +93,7 @@ def load_mistral4(model: nn.Module, index: int, base) -> TemperedLatentAttention
     length = params.get("original_max_position_embeddings")
     if beta is None or length is None:
         _refuse("rope_parameters", params, "needs llama_4_scaling_beta and its length")
-    Dn, Dr = config.qk_nope_head_dim, config.qk_rope_head_dim
-    # partial_rotary_factor is Dr / (Dn + Dr): of the whole query head, the rope part.
-    rope = base.rope_spec(config, "full_attention", Dn + Dr)
-    if (rope.rotary_dim or Dn + Dr) != Dr:
-        _refuse("rope_parameters['partial_rotary_factor']", rope.rotary_dim, f"must turn {Dr}")
-    spec, mla = _mla(model, index, base)
-    spec = dataclasses.replace(spec, rope=dataclasses.replace(rope, rotary_dim=None))
+    spec, mla = _mla(model, index, base)  # its RoPE on the Dr of each head's Dn + Dr
     layer = TemperedLatentAttention(spec, int(length), float(beta)).to(mla.proj.weight.dtype)
     layer.load_state_dict(mla.state_dict())
     return layer.eval()
@@ -117,7 +110,7 @@ def wire(layers: list) -> list:
 
 def loaders(**base) -> dict:
     """Loaders by layer type or by model_type, for lab/from_transformers.py's
-    LAYER_LOADERS. base: its mla_spec, load_mla, rope_spec and layer_type (passed
+    LAYER_LOADERS. base: its mla_spec, load_mla and layer_type (passed
     in, as that module imports this one)."""
     base = SimpleNamespace(**base)
     return {
