@@ -58,7 +58,8 @@ FAMILIES = {
     "deepseek_v3": "adjacent",  # rope_interleave=True, its default
     "llama4_text": "adjacent",  # complex multiplication of (2i, 2i + 1)
     "qwen3_next": "half",
-    "deepseek_v32": "adjacent",  # MLA as DeepSeek-V3's; its indexer: lab/from_transformers_deepseek.py
+    # MLA as DeepSeek-V3's; the indexer's pairs: lab/from_transformers_deepseek.py
+    "deepseek_v32": "adjacent",
     "glm_moe_dsa": "adjacent",
     "mistral4": "adjacent",  # rope_interleave=True, its default
 }
@@ -191,7 +192,9 @@ def _mla_spec(config) -> MLASpec:
     Dr = config.qk_rope_head_dim
     rope = rope_spec(config, "full_attention", _field(config, "head_dim", Dr))
     if (rope.rotary_dim or _field(config, "head_dim", Dr)) != Dr:
-        _refuse(config, "rope_parameters['partial_rotary_factor']", rope.rotary_dim, f"must turn {Dr}")
+        _refuse(
+            config, "rope_parameters['partial_rotary_factor']", rope.rotary_dim, f"must turn {Dr}"
+        )
     rope = dataclasses.replace(rope, rotary_dim=None)
     Dq = config.qk_nope_head_dim + config.qk_rope_head_dim
     scale = Dq**-0.5

@@ -1,4 +1,4 @@
-"""MLA as DeepSeek-V3.2, GLM-5 and Mistral 4 ship it: a sparse indexer, a temperature.
+"""MLA as DeepSeek-V3.2, GLM-5 and Mistral 4 ship it: an indexer, a temperature.
 
 Needs torch and the guide's pieces: snippets/mla.py (the layer), snippets/
 sparse_attention.py (the indexer's score core), snippets/rope_scaling.py,
@@ -66,7 +66,8 @@ def turn_part(x: torch.Tensor, rope: RopeSpec, dims: int, pairs: str, offset=0):
     if pairs == "adjacent":
         return rotate(x, part, offset)
     half = torch.arange(dims // 2, device=x.device)
-    pairs = torch.stack([half, half + dims // 2], dim=-1).flatten()  # 0, R/2, 1, ...
+    # channels 0, R/2, 1, R/2 + 1, ...: each pair side by side
+    pairs = torch.stack([half, half + dims // 2], dim=-1).flatten()
     order = torch.cat([pairs, torch.arange(dims, x.size(-1), device=x.device)])
     return rotate(x[..., order], part, offset)[..., order.argsort()]
 
@@ -96,7 +97,9 @@ class IndexerSpec:
         if isinstance(d, bool) or not isinstance(d, int) or d < 2 or d % 2:
             raise ValueError(f"rope_dims ({d!r}) must be an even int >= 2")
         if d > self.head_size:
-            raise ValueError(f"rope_dims ({d}) must be <= head_size ({self.head_size})")
+            raise ValueError(
+                f"rope_dims ({d}) must be <= head_size ({self.head_size})"
+            )
 
 
 class DSAIndexer(nn.Module):
@@ -105,14 +108,14 @@ class DSAIndexer(nn.Module):
     q_rank: the width of the MLA query latent its queries are read from.
     """
 
-    def __init__(self, spec: IndexerSpec, n_embed: int, q_rank: int, rope: RopeSpec):
+    def __init__(self, spec: IndexerSpec, n_embed: int, q_rank: int, rope):
         super().__init__()
-        self.spec, self.rope = spec, rope
-        I, E = spec.n_head, spec.head_size
-        self.q = nn.Linear(q_rank, I * E, bias=False)  # from the query latent
+        self.spec, self.rope = spec, rope  # rope: the layer's RopeSpec
+        heads, E = spec.n_head, spec.head_size
+        self.q = nn.Linear(q_rank, heads * E, bias=False)  # from the query latent
         self.k = nn.Linear(n_embed, E, bias=False)  # one key for all heads
         self.k_norm = nn.LayerNorm(E, eps=spec.eps)
-        self.weights = nn.Linear(n_embed, I, bias=False)
+        self.weights = nn.Linear(n_embed, heads, bias=False)
 
     def _turn(self, t, offset):
         return turn_part(t, self.rope, self.spec.rope_dims, self.spec.pairs, offset)
@@ -174,7 +177,7 @@ class SparseLatentAttention(LatentAttention):
     def __init__(self, spec: MLASpec, indexer: IndexerSpec | None):
         super().__init__(spec)
         if spec.q_rank is None:
-            raise ValueError("q_rank (None): the DSA indexer reads the query latent")
+            raise ValueError("q_rank (None): DSA's indexer reads the query latent")
         self.indexer = None
         self.choice = None
         if indexer is not None:
@@ -184,7 +187,9 @@ class SparseLatentAttention(LatentAttention):
     def forward(self, x: torch.Tensor, cache=None, *, return_weights=False):
         """x (B, T, C) at positions 0 .. T - 1, or after the cache's."""
         offset = 0 if cache is None else cache.seen
-        latent = self.q_norm(self.q_down(x))  # the query latent: MLA's and the indexer's
+        latent = self.q_norm(
+            self.q_down(x)
+        )  # MLA's query latent, the indexer's too
         q_nope, q_rope = self.queries(x, offset, latent=latent)
         new = self.latents(x, offset)  # (c, k_rope)
         if self.indexer is not None:

@@ -138,7 +138,13 @@ def test_a_shared_layer_loaded_alone_says_how_to_wire_it():
         ("glm_moe_dsa", {"indexer_types": ["shared", "full", "full", "full"]}, "indexer_types"),
         (
             "mistral4",
-            {"rope_parameters": {"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.5}},
+            {
+                "rope_parameters": {
+                    "rope_type": "default",
+                    "rope_theta": 1e4,
+                    "partial_rotary_factor": 0.5,
+                }
+            },
             "rope_parameters",
         ),
     ],

@@ -88,13 +88,20 @@ def test_indexer_scores_are_the_published_formula():
     ix = layer.indexer
     latent = layer.q_norm(layer.q_down(x))  # the query latent, not x
     keys = ix.keys(x)
-    B, I, E = 2, INDEXER.n_head, INDEXER.head_size
-    q = ix.q(latent).view(B, T, I, E).transpose(1, 2)
+    B, heads, E = 2, INDEXER.n_head, INDEXER.head_size
+    q = ix.q(latent).view(B, T, heads, E).transpose(1, 2)
     q = turn_part(q, SPEC.rope, 4, "half").transpose(1, 2)  # (B, T, I, E)
-    k = turn_part(torch.layer_norm(ix.k(x), (E,), ix.k_norm.weight, ix.k_norm.bias, 1e-6), SPEC.rope, 4, "half")
+    k = turn_part(
+        torch.layer_norm(ix.k(x), (E,), ix.k_norm.weight, ix.k_norm.bias, 1e-6),
+        SPEC.rope,
+        4,
+        "half",
+    )
     assert_close(keys, k)
-    w = ix.weights(x) * I**-0.5  # per head, then softmax_scale E^-0.5 inside the ReLU
-    expected = torch.einsum("bti,btsi->bts", w, torch.relu(torch.einsum("btie,bse->btsi", q, k) * E**-0.5))
+    w = ix.weights(x) * heads**-0.5  # per head, then softmax_scale E^-0.5 inside the ReLU
+    expected = torch.einsum(
+        "bti,btsi->bts", w, torch.relu(torch.einsum("btie,bse->btsi", q, k) * E**-0.5)
+    )
     assert_close(ix(x, latent, keys), expected, rtol=1e-5, atol=1e-5)
 
 
@@ -165,7 +172,9 @@ def test_a_layer_without_indexer_reuses_the_choice_it_is_given():
 def test_position_temperature_is_one_then_grows():
     t = position_temperature(torch.arange(24), 8, 0.1)
     assert torch.equal(t[:8], torch.ones(8, dtype=torch.float64))
-    assert_close(t[8], torch.tensor(1 + 0.1 * torch.log(torch.tensor(2.0)).item(), dtype=torch.float64))
+    assert_close(
+        t[8], torch.tensor(1 + 0.1 * torch.log(torch.tensor(2.0)).item(), dtype=torch.float64)
+    )
     assert (t[16:] > t[15]).all() and torch.equal(t[8:16], t[8].expand(8))
 
 
@@ -190,7 +199,10 @@ def test_tempered_mla_with_beta_zero_is_mla_and_caches_alike():
         (lambda: IndexerSpec(8, 8, 10, 4), r"rope_dims \(10\) must be <= head_size \(8\)"),
         (lambda: IndexerSpec(8, 8, 4, 0), r"top_k"),
         (lambda: IndexerSpec(8, 8, 4, 4, pairs="interleaved"), r"pairs \('interleaved'\)"),
-        (lambda: SparseLatentAttention(dataclasses.replace(SPEC, q_rank=None), INDEXER), r"q_rank \(None\)"),
+        (
+            lambda: SparseLatentAttention(dataclasses.replace(SPEC, q_rank=None), INDEXER),
+            r"q_rank \(None\)",
+        ),
         (lambda: turn_part(torch.zeros(1, 2, 8), RopeSpec(), 4, "halves"), r"pairs \('halves'\)"),
         (lambda: turn_part(torch.zeros(1, 2, 8), RopeSpec(), 12, "half"), r"dims \(12\)"),
         (lambda: TemperedLatentAttention(SPEC, 0, 0.1), r"length"),
