@@ -187,9 +187,8 @@ class SparseLatentAttention(LatentAttention):
     def forward(self, x: torch.Tensor, cache=None, *, return_weights=False):
         """x (B, T, C) at positions 0 .. T - 1, or after the cache's."""
         offset = 0 if cache is None else cache.seen
-        latent = self.q_norm(
-            self.q_down(x)
-        )  # MLA's query latent, the indexer's too
+        # MLA's query latent, read by the indexer too
+        latent = self.q_norm(self.q_down(x))
         q_nope, q_rope = self.queries(x, offset, latent=latent)
         new = self.latents(x, offset)  # (c, k_rope)
         if self.indexer is not None:
@@ -226,9 +225,9 @@ class SparseLatentAttention(LatentAttention):
 def position_temperature(positions: torch.Tensor, length: int, beta: float):
     """Mistral 4's query multiplier (T,): 1 + beta * log(1 + floor(t / length)).
 
-    1 over the first `length` positions (its pre-training window), then up by
-    beta * log 2 at t = length, beta * log 3 at 2 * length: sharper scores
-    where a query reads ever more keys.
+    1 over the first `length` positions (8,192, the length before YaRN), then
+    up by beta * log 2 at t = length, beta * log 3 at 2 * length: every score
+    of a later query multiplied by more, its softmax sharper.
     """
     check_positive_int("length", length)
     return 1 + beta * torch.log1p(torch.floor(positions.double() / length))
