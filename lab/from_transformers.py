@@ -62,6 +62,7 @@ FAMILIES = {
     "deepseek_v32": "adjacent",
     "glm_moe_dsa": "adjacent",
     "mistral4": "adjacent",  # rope_interleave=True, its default
+    "deepseek_v4": "adjacent",  # its own layer: lab/from_transformers_deepseek.py
 }
 # RMSNorm scales stored as w - 1 (transformers applies 1 + weight).
 ONE_PLUS = ("gemma3_text", "qwen3_next")
@@ -302,7 +303,9 @@ def _load_mla(module: nn.Module, spec: MLASpec, config) -> LatentAttention:
 
 # DSA layers (DeepSeek-V3.2, GLM-5) and Mistral 4's: MLA as loaded here, and a piece.
 LAYER_LOADERS.update(
-    deepseek_loaders(mla_spec=_mla_spec, load_mla=_load_mla, layer_type=layer_type)
+    deepseek_loaders(
+        mla_spec=_mla_spec, load_mla=_load_mla, layer_type=layer_type, rope_spec=rope_spec
+    )
 )
 
 

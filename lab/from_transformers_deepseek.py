@@ -10,6 +10,8 @@
   indexer and reuse the last "full" layer's choice.
 - mistral4: a TemperedLatentAttention, the query temperature of
   rope_parameters' llama_4_scaling_beta over original_max_position_embeddings.
+- deepseek_v4: a snippets.compressed_attention.CompressedAttention, its window,
+  heavily compressed or compressed sparse layer (config.layer_types).
 
 transformers is a tooling dependency: snippets/ never imports it.
 """
@@ -20,9 +22,11 @@ from types import SimpleNamespace
 import torch
 import torch.nn as nn
 
+from snippets.compressed_attention import CompressedAttention, CompressedSpec
+from snippets.rope_scaling import frequencies
 from snippets.sparse_mla import IndexerSpec, SparseLatentAttention, TemperedLatentAttention
 
-__all__ = ["INDEXER_PAIRS", "loaders", "load_dsa", "load_mistral4", "wire"]
+__all__ = ["INDEXER_PAIRS", "loaders", "load_dsa", "load_mistral4", "load_v4", "wire"]
 
 # model_type -> the indexer's RoPE pairs (the MLA's own are adjacent in both).
 INDEXER_PAIRS = {"deepseek_v32": "half", "glm_moe_dsa": "adjacent"}
@@ -99,6 +103,73 @@ def load_mistral4(model: nn.Module, index: int, base) -> TemperedLatentAttention
     return layer.eval()
 
 
+# DeepSeek-V4's layer types -> (its rope_parameters key, compressed sparse?)
+V4_TYPES = {
+    "sliding_attention": ("main", None),
+    "heavily_compressed_attention": ("compress", False),
+    "compressed_sparse_attention": ("compress", True),
+}
+
+
+@torch.no_grad()
+def load_v4(model: nn.Module, index: int, base) -> CompressedAttention:
+    """Layer `index` of a DeepSeek-V4 model: window, HCA or CSA."""
+    config = model.config
+    kind = base.layer_type(config, index)
+    if kind not in V4_TYPES:
+        _refuse("layer_types", kind, f"layer {index}: one of {list(V4_TYPES)}")
+    rope, sparse = V4_TYPES[kind]
+    D = config.head_dim
+    if config.num_key_value_heads != 1:
+        _refuse("num_key_value_heads", config.num_key_value_heads, "DeepSeek-V4 has one K = V head")
+    theta, factor = frequencies(base.rope_spec(config, rope, D), D)
+    if factor != 1.0:  # V4 sets YaRN's attention_factor to 1
+        _refuse("rope_parameters", config.rope_parameters[rope], f"attention factor {factor} != 1")
+    ratio = None if sparse is None else config.compress_rates[kind]
+    spec = CompressedSpec(
+        n_embed=config.hidden_size,
+        n_head=config.num_attention_heads,
+        head_size=D,
+        rope_dims=2 * theta.numel(),
+        q_rank=config.q_lora_rank,
+        window=config.sliding_window,
+        o_groups=config.o_groups,
+        o_rank=config.o_lora_rank,
+        ratio=ratio,
+        overlap=bool(sparse),
+        indexer_heads=config.index_n_heads if sparse else None,
+        indexer_size=config.index_head_dim if sparse else None,
+        top_k=config.index_topk if sparse else None,
+        eps=config.rms_norm_eps,
+    )
+    theirs = _module(model, index)
+    layer = CompressedAttention(spec, theta.float()).to(theirs.q_a_proj.weight.dtype)
+    pairs = [
+        (layer.q_down.weight, theirs.q_a_proj.weight),
+        (layer.q_norm, theirs.q_a_norm.weight),
+        (layer.q_up.weight, theirs.q_b_proj.weight),
+        (layer.kv.weight, theirs.kv_proj.weight),
+        (layer.kv_norm, theirs.kv_norm.weight),
+        (layer.sinks, theirs.sinks),
+        (layer.o_down, theirs.o_a_proj.weight.view(layer.o_down.shape)),
+        (layer.proj.weight, theirs.o_b_proj.weight),
+    ]
+    compressors = []
+    if ratio is not None:
+        compressors.append((layer.compressor, theirs.compressor))
+    if sparse:
+        ix = theirs.compressor.indexer
+        compressors.append((layer.indexer, ix))
+        pairs += [(layer.index_q.weight, ix.q_b_proj.weight)]
+        pairs += [(layer.index_w.weight, ix.scorer.weights_proj.weight)]
+    for ours, them in compressors:
+        pairs += [(ours.c.weight, them.kv_proj.weight), (ours.z.weight, them.gate_proj.weight)]
+        pairs += [(ours.bias, them.position_bias), (ours.norm, them.kv_norm.weight)]
+    for ours, them in pairs:
+        ours.copy_(them)
+    return layer.eval()
+
+
 def wire(layers: list) -> list:
     """Each shared layer reads the choice of the layer its source_index names."""
     for layer in layers:
@@ -110,10 +181,11 @@ def wire(layers: list) -> list:
 
 def loaders(**base) -> dict:
     """Loaders by layer type or by model_type, for lab/from_transformers.py's
-    LAYER_LOADERS. base: its mla_spec, load_mla and layer_type (passed
+    LAYER_LOADERS. base: its mla_spec, load_mla, layer_type and rope_spec (passed
     in, as that module imports this one)."""
     base = SimpleNamespace(**base)
     return {
         "indexed_attention": functools.partial(load_dsa, base=base),
         "mistral4": functools.partial(load_mistral4, base=base),
+        "deepseek_v4": functools.partial(load_v4, base=base),
     }

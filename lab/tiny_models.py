@@ -164,6 +164,32 @@ TINY = {
             },
         },
     ),
+    "deepseek_v4": (
+        "DeepseekV4Config",
+        {  # a window of 8; HCA's entry per 6 tokens (128); CSA's per 2 (4), top 3 of 12
+            "num_key_value_heads": 1,
+            "q_lora_rank": 24,
+            "partial_rotary_factor": 0.5,  # RoPE on the last 8 of 16 (64 of 512)
+            "sliding_window": WINDOW,
+            "compress_rates": {"compressed_sparse_attention": 2, "heavily_compressed_attention": 6},
+            "o_groups": 2,
+            "o_lora_rank": 8,
+            "index_n_heads": 8,
+            "index_head_dim": 16,
+            "index_topk": 3,
+            "n_routed_experts": 2,
+            "n_shared_experts": 1,
+            "moe_intermediate_size": 16,
+            "hc_mult": 2,
+            **MOE,
+            "layer_types": [
+                "sliding_attention",
+                "compressed_sparse_attention",
+                "heavily_compressed_attention",
+                "compressed_sparse_attention",
+            ],
+        },
+    ),
     "llama4_text": (
         "Llama4TextConfig",
         {
@@ -252,7 +278,8 @@ def record_layers(model: nn.Module, tokens: torch.Tensor) -> list[dict]:
             continue
 
         def hook(module, args, kwargs, output, record=seen[-1]):
-            record["x"] = kwargs["hidden_states"]
+            # DeepSeek-V4's decoder layer passes the hidden states by position
+            record["x"] = kwargs["hidden_states"] if "hidden_states" in kwargs else args[0]
             record["y"], record["weights"] = output[0], output[1]
 
         hooks.append(module.register_forward_hook(hook, with_kwargs=True))

@@ -153,3 +153,72 @@ def test_a_config_it_cannot_express_names_the_field(family, change, field):
     model = tiny_model(family, **change)
     with pytest.raises(ValueError, match=rf"config\.{re.escape(field)}"):
         load_attention(model, 0)
+
+
+# DeepSeek-V4: a window layer, compressed sparse (an entry per 2 tokens, top 3), heavily
+# compressed (an entry per 6), compressed sparse.
+def test_v4_layers_are_its_three_kinds_and_cache_window_plus_entries():
+    model, seen = recorded("deepseek_v4")
+    config = model.config
+    layers = load_attentions(model)
+    assert [layer.spec.ratio for layer in layers] == [None, 2, 6, 2]
+    assert [layer.spec.overlap for layer in layers] == [False, True, False, True]
+    assert T > 2 * config.sliding_window and T % 6 == 0
+    with torch.no_grad():
+        for layer, s in zip(layers, seen, strict=True):
+            cache = layer.new_cache()
+            for t in range(T):
+                layer(s["x"][:, t : t + 1], cache=cache)
+            entries = T // layer.spec.ratio if layer.spec.ratio else 0
+            assert len(cache) == config.sliding_window - 1 + entries
+            _, weights = layer(s["x"], return_weights=True)
+            assert weights.shape[-1] == T + entries
+            if layer.spec.overlap:  # CSA: 3 of up to 12 entries kept, fewer than causal
+                kept = (weights[..., T:] > 0).sum(-1)
+                assert kept.max() == config.index_topk
+
+
+def _mean_pooling(layer):  # gates all equal: the softmax over positions is a mean
+    for comp in (layer.compressor, layer.indexer):
+        if comp is not None:
+            comp.z.weight.zero_()
+            comp.bias.zero_()
+
+
+def _window(change):
+    def fault(layer):
+        layer.spec = dataclasses.replace(layer.spec, window=layer.spec.window + change)
+
+    return fault
+
+
+def _no_sinks(layer):
+    layer.sinks.fill_(-torch.inf)
+
+
+def _dense_csa(layer):
+    if layer.spec.overlap:
+        layer.spec = dataclasses.replace(layer.spec, top_k=T)
+
+
+@pytest.mark.parametrize("fault", [_mean_pooling, _window(1), _window(-1), _no_sinks, _dense_csa])
+def test_each_part_of_v4s_attention_is_needed(fault):
+    with torch.no_grad():
+        assert worst("deepseek_v4", fault) > 1e-3
+
+
+def test_v4_needs_its_unweighted_q_norm_and_its_output_turned_back(monkeypatch):
+    import snippets.compressed_attention as ca
+
+    rms, turn = ca.rms, ca.turn_tail
+    model, _ = recorded("deepseek_v4")
+    weight = load_attention(model, 0).kv_norm.detach()  # a scale about 2, per channel
+    monkeypatch.setattr(ca, "rms", lambda x, eps, w=None: rms(x, eps, weight if w is None else w))
+    assert worst("deepseek_v4") > 1e-3
+    monkeypatch.setattr(ca, "rms", rms)
+
+    def not_back(x, theta, positions):  # the values keep their keys' RoPE
+        return x if (positions < 0).any() else turn(x, theta, positions)
+
+    monkeypatch.setattr(ca, "turn_tail", not_back)
+    assert worst("deepseek_v4") > 1e-3
