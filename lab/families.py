@@ -201,6 +201,7 @@ PUBLISHED = {
 NO_ROW = {
     "deepseek_v32": "DeepSeek-V3.2-Exp",
     "glm_moe_dsa": "GLM-5",
+    "deepseek_v4": "DeepSeek-V4-Flash-Base",  # its compressed layers: counted on the page
 }
 
 
