@@ -182,6 +182,15 @@ TINY = {
             "moe_intermediate_size": 16,
             "hc_mult": 2,
             **MOE,
+            # YaRN on the compressed layers only (base 160,000; the window layers' 10,000
+            # unscaled), its attention factor 1, as transformers sets for V4; lengths shrunk
+            "rope_parameters": {
+                "rope_type": "yarn",
+                "factor": 4.0,
+                "original_max_position_embeddings": 16,
+                "beta_fast": 32.0,
+                "beta_slow": 1.0,
+            },
             "layer_types": [
                 "sliding_attention",
                 "compressed_sparse_attention",

@@ -19,6 +19,7 @@ pytest.importorskip("transformers")
 from lab.from_transformers import load_attention, load_attentions  # noqa: E402
 from lab.tiny_models import record_layers, tiny_config, tiny_model  # noqa: E402
 from lab.todays_models import T  # noqa: E402
+from snippets.positions import rope_frequencies  # noqa: E402
 from snippets.sparse_mla import turn_part  # noqa: E402
 
 
@@ -201,7 +202,14 @@ def _dense_csa(layer):
         layer.spec = dataclasses.replace(layer.spec, top_k=T)
 
 
-@pytest.mark.parametrize("fault", [_mean_pooling, _window(1), _window(-1), _no_sinks, _dense_csa])
+def _no_yarn(layer):  # the compressed layers' RoPE at base 160,000, unscaled
+    if layer.spec.ratio is not None:
+        layer.theta = rope_frequencies(layer.spec.rope_dims, 160000.0).double()
+
+
+@pytest.mark.parametrize(
+    "fault", [_mean_pooling, _window(1), _window(-1), _no_sinks, _dense_csa, _no_yarn]
+)
 def test_each_part_of_v4s_attention_is_needed(fault):
     with torch.no_grad():
         assert worst("deepseek_v4", fault) > 1e-3
