@@ -207,6 +207,34 @@ PUBLISHED = {
         "source": DEFAULTS.format("LGAI-EXAONE/EXAONE-4.0-32B"),
         "model_type": "exaone4",
     },
+    # No config.json at hand: transformers 5.23's Mistral4Config defaults, which its
+    # docstring gives as mistralai/Mistral-Small-4-119B-2603's.
+    "Mistral Small 4 119B": {
+        "source": "https://huggingface.co/mistralai/Mistral-Small-4-119B-2603",
+        "model_type": "mistral4",
+        "hidden_size": 4096,
+        "num_hidden_layers": 36,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 32,
+        "q_lora_rank": 1024,
+        "kv_lora_rank": 256,
+        "qk_nope_head_dim": 64,
+        "qk_rope_head_dim": 64,
+        "v_head_dim": 128,
+        "max_position_embeddings": 1048576,
+        "rope_parameters": {
+            "rope_type": "yarn",
+            "rope_theta": 10000.0,
+            "factor": 128.0,
+            "original_max_position_embeddings": 8192,
+            "beta_fast": 32.0,
+            "beta_slow": 1.0,
+            "mscale_all_dim": 1.0,
+            "mscale": 1.0,
+            "llama_4_scaling_beta": 0.1,
+            "partial_rotary_factor": 0.5,
+        },
+    },
 }
 # Families the suite proves equal that have no row, and why.
 NO_ROW = {
@@ -214,6 +242,9 @@ NO_ROW = {
     "minimax": "its config's defaults are not MiniMax-Text-01's sizes",
     "qwen3_5_text": "its config's docstring names two checkpoints (27B and 9B)",
     "kimi_linear": "its config's layer schedule is not one a primary source confirms",
+    "deepseek_v32": "its config's defaults give DeepSeek-V3.2-Exp's sizes, not its RoPE scaling",
+    "glm_moe_dsa": "its config's defaults give GLM-5's sizes, not its RoPE scaling",
+    "deepseek_v4": "its compressed layers' cache is counted on the page, from its defaults",
 }
 
 

@@ -6,10 +6,13 @@
 returns what `model.model.layers[layer_index].self_attn` returns (its first
 output) for the hidden states it receives. Families: Llama (with Llama 3's RoPE
 scaling), Mistral, Qwen3, Gemma 2, Gemma 3 (text), gpt-oss, DeepSeek-V3
-(MLA), Llama 4 (text), Qwen3-Next (its full-attention layers), Gemma 4 (text,
-lab/from_transformers_gemma.py), and, on the same pieces, Olmo 3, SmolLM3,
-Seed-OSS, Apertus, EXAONE 4 (EXAONE 4.5's text model) and MiniMax-M2. A
-config the guide's layer cannot express raises a ValueError naming the field.
+(MLA), Llama 4 (text), Qwen3-Next, Gemma 4 (text, lab/from_transformers_gemma.py),
+DeepSeek-V3.2 and GLM-5 (MLA with DSA's indexer), Mistral 4 (MLA with a query
+temperature) and DeepSeek-V4 (its compressed layers; lab/from_transformers_deepseek.py),
+Kimi Linear, Qwen3.5 and MiniMax (their linear layers: lab/linear_from_transformers.py),
+and, on the same pieces, Olmo 3, SmolLM3, Seed-OSS, Apertus, EXAONE 4 (EXAONE 4.5's text
+model) and MiniMax-M2. A config the guide's layer cannot express raises a ValueError
+naming the field.
 
 Two layouts differ and are converted here, not in the layer:
 - RoPE pairs. The guide turns adjacent channels (2i, 2i + 1), as RoFormer,
@@ -24,12 +27,15 @@ The dispatch point is LAYER_LOADERS: a layer type ("linear_attention" for
 Qwen3-Next's linear layers) can bring its own loader.
 """
 
+import dataclasses
 import math
 from collections.abc import Callable
 
 import torch
 import torch.nn as nn
 
+from lab.from_transformers_deepseek import loaders as deepseek_loaders
+from lab.from_transformers_deepseek import wire
 from lab.from_transformers_gemma import FAMILY as GEMMA4
 from lab.from_transformers_gemma import gemma4_fields
 from lab.linear_from_transformers import load_linear_attention
@@ -44,6 +50,7 @@ __all__ = [
     "rope_spec",
     "spec_from_config",
     "load_attention",
+    "load_attentions",
 ]
 
 # model_type -> how its checkpoints lay out RoPE pairs: "half" (i, i + R/2)
@@ -68,6 +75,11 @@ FAMILIES = {
     "kimi_linear": "adjacent",  # MLA without RoPE: no pairs to reorder
     "minimax": "half",  # its softmax layers; the others are lightning attention
     "qwen3_5_text": "half",  # Qwen3-Next's layers; text positions make its mRoPE plain RoPE
+    # MLA as DeepSeek-V3's; the indexer's pairs: lab/from_transformers_deepseek.py
+    "deepseek_v32": "adjacent",
+    "glm_moe_dsa": "adjacent",
+    "mistral4": "adjacent",  # rope_interleave=True, its default
+    "deepseek_v4": "adjacent",  # its own layer: lab/from_transformers_deepseek.py
 }
 # QK-norm per head, or over all heads together (OLMo's, MiniMax's).
 QK_NORM = {
@@ -79,7 +91,7 @@ QK_NORM = {
 # RMSNorm scales stored as w - 1 (transformers applies 1 + weight).
 ONE_PLUS = ("gemma3_text", "qwen3_next", "qwen3_5_text")
 KINDS = {"full_attention": "full", "sliding_attention": "window", "chunked_attention": "chunk"}
-# A layer type with a loader of its own: layer type -> loader(model, index).
+# A layer type or a model_type with a loader of its own -> loader(model, index).
 LAYER_LOADERS: dict[str, Callable[[nn.Module, int], nn.Module]] = {
     "linear_attention": load_linear_attention,  # Qwen3-Next's Gated DeltaNet
 }
@@ -156,7 +168,7 @@ def spec_from_config(config, index: int) -> AttentionSpec | MLASpec:
         _refuse(config, "layer_types", kind_name, f"layer {index}: no loader for it")
     if both_ways := getattr(config, "use_bidirectional_attention", False):
         _refuse(config, "use_bidirectional_attention", both_ways, "the layer is causal")
-    if family in ("deepseek_v3", "kimi_linear"):
+    if family in ("deepseek_v3", "kimi_linear", "mistral4"):
         return _mla_spec(config)
     C, H = config.hidden_size, config.num_attention_heads
     kind = KINDS[kind_name]
@@ -207,7 +219,18 @@ def spec_from_config(config, index: int) -> AttentionSpec | MLASpec:
 def _mla_spec(config) -> MLASpec:
     rope = None  # Kimi Linear: the rope part of the key is shared, never turned
     if config.model_type != "kimi_linear":
-        rope = rope_spec(config, "full_attention", config.qk_rope_head_dim)
+        # transformers turns head_dim * partial_rotary_factor channels: the rope part's Dr
+        # (DeepSeek: head_dim = Dr; Mistral 4: head_dim = Dn + Dr, factor Dr / (Dn + Dr)).
+        Dr = config.qk_rope_head_dim
+        rope = rope_spec(config, "full_attention", _field(config, "head_dim", Dr))
+        if (rope.rotary_dim or _field(config, "head_dim", Dr)) != Dr:
+            _refuse(
+                config,
+                "rope_parameters['partial_rotary_factor']",
+                rope.rotary_dim,
+                f"must turn {Dr}",
+            )
+        rope = dataclasses.replace(rope, rotary_dim=None)
     Dq = config.qk_nope_head_dim + config.qk_rope_head_dim
     scale = Dq**-0.5
     if rope and rope.scaling != "default" and rope.mscale_all_dim and rope.factor > 1:
@@ -327,17 +350,27 @@ def _load_mla(module: nn.Module, spec: MLASpec, config) -> LatentAttention:
     return layer
 
 
+# DSA layers (DeepSeek-V3.2, GLM-5) and Mistral 4's: MLA as loaded here, and a piece.
+LAYER_LOADERS.update(
+    deepseek_loaders(
+        mla_spec=_mla_spec, load_mla=_load_mla, layer_type=layer_type, rope_spec=rope_spec
+    )
+)
+
+
 def load_attention(model: nn.Module, layer_index: int) -> nn.Module:
     """The guide's layer equal to the attention of decoder layer layer_index.
 
     model: a transformers *ForCausalLM (or its .model) of a family in FAMILIES.
-    Returns a ConfigurableAttention or, for DeepSeek-V3, a LatentAttention:
-    call it as layer(x) on the hidden states the transformers layer receives.
+    Returns a ConfigurableAttention or, for the MLA families, a LatentAttention
+    (DeepSeek-V3.2's and GLM-5's sparse, Mistral 4's tempered): call it as
+    layer(x) on the hidden states the transformers layer receives.
     """
     config = model.config
     kind = layer_type(config, layer_index)
-    if kind in LAYER_LOADERS:
-        return LAYER_LOADERS[kind](model, layer_index)
+    loader = LAYER_LOADERS.get(kind) or LAYER_LOADERS.get(config.model_type)
+    if loader is not None:
+        return loader(model, layer_index)
     spec = spec_from_config(config, layer_index)
     decoder = model.model if hasattr(model, "model") else model
     module = decoder.layers[layer_index].self_attn
@@ -347,3 +380,9 @@ def load_attention(model: nn.Module, layer_index: int) -> nn.Module:
     if spec.kv_source is not None:
         values_turned = spec_from_config(config, spec.kv_source).k_eq_v
     return _load_gqa(module, spec, config.model_type, values_turned).eval()
+
+
+def load_attentions(model: nn.Module) -> list[nn.Module]:
+    """Every layer's load_attention, wired as the model runs them: a GLM-5 layer
+    that reuses an earlier layer's top-k choice reads that layer's."""
+    return wire([load_attention(model, i) for i in range(model.config.num_hidden_layers)])

@@ -29,6 +29,30 @@ COMMON = {
     "max_position_embeddings": 64,
 }
 MOE = {"num_experts_per_tok": 1}
+# The MLA sizes of the DeepSeek-like families (q_rank 24, kv_rank 16, Dn = Dr = 8).
+MLA_TINY = {
+    "q_lora_rank": 24,
+    "kv_lora_rank": 16,
+    "qk_nope_head_dim": 8,
+    "qk_rope_head_dim": 8,
+    "v_head_dim": 12,
+    "num_key_value_heads": 4,
+    "n_routed_experts": 2,
+    "n_shared_experts": 1,
+    "n_group": 1,
+    "topk_group": 1,
+    "first_k_dense_replace": 1,
+    "moe_intermediate_size": 16,
+    **MOE,
+}
+# DSA's indexer: 16 heads of 16, RoPE on 8 of them (as 64 of 128), top 6 keys of up to
+# 24. Enough heads that a key scored 0 by all (ReLU), a tie top-k breaks anyhow, is rare.
+DSA_TINY = {
+    "index_n_heads": 16,
+    "index_head_dim": 16,
+    "index_topk": 6,
+    "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0},
+}
 # model_type -> (config class name, the family's own fields).
 TINY = {
     "llama": (
@@ -114,6 +138,65 @@ TINY = {
                 "beta_slow": 1.0,
                 "original_max_position_embeddings": 16,
             },
+        },
+    ),
+    "deepseek_v32": ("DeepseekV32Config", {**MLA_TINY, **DSA_TINY}),
+    "glm_moe_dsa": (
+        "GlmMoeDsaConfig",
+        # GLM-5's layers without an indexer of their own reuse the last one's.
+        {**MLA_TINY, **DSA_TINY, "indexer_types": ["full", "shared", "full", "shared"]},
+    ),
+    "mistral4": (
+        "Mistral4Config",
+        {
+            **MLA_TINY,
+            "rope_parameters": {  # Mistral 4's, its length shrunk: temperature rises at 8, 16
+                "rope_type": "yarn",
+                "rope_theta": 10000.0,
+                "factor": 8.0,  # 1M / 8192 there: 128; 64 / 8 here
+                "original_max_position_embeddings": WINDOW,
+                "beta_fast": 32.0,
+                "beta_slow": 1.0,
+                "mscale_all_dim": 1.0,
+                "mscale": 1.0,
+                "llama_4_scaling_beta": 0.1,
+                "partial_rotary_factor": 0.5,  # Dr / (Dn + Dr)
+            },
+        },
+    ),
+    "deepseek_v4": (
+        "DeepseekV4Config",
+        {  # a window of 8; HCA's entry per 6 tokens (128); CSA's per 2 (4), top 3 of 12
+            "num_key_value_heads": 1,
+            "q_lora_rank": 24,
+            "partial_rotary_factor": 0.5,  # RoPE on the last 8 of 16 (64 of 512)
+            "sliding_window": WINDOW,
+            "compress_rates": {"compressed_sparse_attention": 2, "heavily_compressed_attention": 6},
+            "o_groups": 2,
+            "o_lora_rank": 8,
+            "index_n_heads": 8,
+            "index_head_dim": 16,
+            "index_topk": 3,
+            "n_routed_experts": 2,
+            "n_shared_experts": 1,
+            "moe_intermediate_size": 16,
+            "hc_mult": 2,
+            **MOE,
+            # YaRN on the compressed layers only (base 160,000; the window layers' 10,000
+            # unscaled), its attention factor 1, as transformers sets for V4; lengths shrunk
+            "rope_parameters": {
+                "rope_type": "yarn",
+                "factor": 4.0,
+                "original_max_position_embeddings": 16,
+                "beta_fast": 32.0,
+                "beta_slow": 1.0,
+            },
+            "layer_types": [
+                "sliding_attention",
+                "compressed_sparse_attention",
+                "heavily_compressed_attention",
+                "compressed_sparse_attention",
+            ],
         },
     ),
     "llama4_text": (
@@ -235,6 +318,9 @@ TINY = {
     ),
 }
 
+# Families AutoModelForCausalLM does not map (transformers 5.23): their own class.
+NOT_AUTO = {"mistral4": "Mistral4ForCausalLM"}
+
 
 def tiny_config(family: str, **changes):
     """The tiny config of a family (a model_type in TINY), with changes."""
@@ -252,9 +338,13 @@ def tiny_model(family: str, seed: int = 0, **changes) -> nn.Module:
 
     torch.manual_seed(seed)
     config = tiny_config(family, **changes)
-    model = transformers.AutoModelForCausalLM.from_config(
-        config, attn_implementation="eager", dtype=torch.float32
-    )
+    if family in NOT_AUTO:
+        config._attn_implementation = "eager"
+        model = getattr(transformers, NOT_AUTO[family])(config).float()
+    else:
+        model = transformers.AutoModelForCausalLM.from_config(
+            config, attn_implementation="eager", dtype=torch.float32
+        )
     perturb(model, seed)
     return model.eval()
 
@@ -292,7 +382,8 @@ def record_layers(model: nn.Module, tokens: torch.Tensor) -> list[dict]:
             continue
 
         def hook(module, args, kwargs, output, record=seen[-1]):
-            record["x"] = kwargs["hidden_states"]
+            # DeepSeek-V4's decoder layer passes the hidden states by position
+            record["x"] = kwargs["hidden_states"] if "hidden_states" in kwargs else args[0]
             if isinstance(output, torch.Tensor):  # a linear layer: no weights
                 output = (output, None)
             record["y"], record["weights"] = output[0], output[1]

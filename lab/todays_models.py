@@ -22,7 +22,7 @@ import torch
 from lab import experiment
 from lab.common import note_load_after
 from lab.experiment import progress
-from lab.from_transformers import FAMILIES, load_attention
+from lab.from_transformers import FAMILIES, load_attention, load_attentions
 from lab.paths import RESULTS_DIR
 from lab.tiny_models import WINDOW, record_layers, tiny_model
 from snippets.cache import LinearState
@@ -39,33 +39,37 @@ def relative(a: torch.Tensor, b: torch.Tensor) -> float:
     return ((a - b).abs().max() / b.abs().max()).item()
 
 
-def run_layer(model, records: list[dict], i: int, layer) -> tuple:
-    """Layer i on what its transformers layer got: (whole sequence, cached
-    steps: a prefill, then one token at a time, the layer's cache).
+def source_of(layer) -> int | None:
+    """The layer whose keys and values this one reads (Gemma 4's kv_source), or None."""
+    return getattr(getattr(layer, "spec", None), "kv_source", None)
 
-    A layer that reads another layer's keys and values (Gemma 4's shared
-    layers, spec.kv_source) reads them through a SharedCache on that layer's
-    cache, so its source runs beside it, on what the source got, step by step.
-    """
-    x = records[i]["x"]
-    cuts = [0, PREFILL, *range(PREFILL + 1, T + 1)]
-    source = getattr(getattr(layer, "spec", None), "kv_source", None)
-    if source is None:
-        linear = not hasattr(layer, "new_cache")  # a LinearState: a fixed-size state
-        cache = LinearState(layer, BATCH) if linear else layer.new_cache()
-        steps = [layer(x[:, a:b], cache=cache) for a, b in itertools.pairwise(cuts)]
-        return layer(x), torch.cat(steps, 1), cache
-    feeder, x_source = load_attention(model, source), records[source]["x"]
-    outputs = []
-    for pieces in ([0, T], cuts):  # whole: one step of all T positions
-        source_cache = feeder.new_cache()
-        cache = layer.new_cache(source_cache)
-        steps = []
-        for a, b in itertools.pairwise(pieces):
-            feeder(x_source[:, a:b], cache=source_cache)
-            steps.append(layer(x[:, a:b], cache=cache))
-        outputs.append(torch.cat(steps, 1))
-    return outputs[0], outputs[1], cache
+
+def new_caches(layers: list) -> list:
+    """A cache per layer, made in order: a layer that reads another layer's keys and
+    values (Gemma 4's borrowers, spec.kv_source) reads them through its source's."""
+    caches = []
+    for layer in layers:
+        if (source := source_of(layer)) is not None:
+            caches.append(layer.new_cache(caches[source]))
+        elif not hasattr(layer, "new_cache"):  # a linear layer: a fixed-size state
+            caches.append(LinearState(layer, BATCH))
+        else:
+            caches.append(layer.new_cache())
+    return caches
+
+
+def run_layers(layers: list, xs: list, cuts: list[int]) -> tuple[list, list]:
+    """Every layer on what its transformers layer got (xs), through its cache, one
+    piece of positions (cuts[j] .. cuts[j + 1]) at a time, the layers in turn as the
+    model runs them: a layer may read what an earlier one did in this step (a Gemma 4
+    borrower its source's keys and values, a GLM-5 layer the top-k choice before it).
+    Returns each layer's outputs over all positions, and the caches."""
+    caches = new_caches(layers)
+    steps = [[] for _ in layers]
+    for a, b in itertools.pairwise(cuts):
+        for layer, x, cache, out in zip(layers, xs, caches, steps, strict=True):
+            out.append(layer(x[:, a:b], cache=cache))
+    return [torch.cat(out, 1) for out in steps], caches
 
 
 @torch.no_grad()
@@ -83,15 +87,21 @@ def compare(family: str, seed: int = 0) -> dict:
         "longest_cache": {},
     }
     records = record_layers(model, tokens)
-    for i, seen in enumerate(records):
-        if not seen:
-            continue  # a decoder layer without attention of either kind
-        layer = load_attention(model, i)
-        whole, steps, cache = run_layer(model, records, i, layer)
+    if empty := [i for i, seen in enumerate(records) if not seen]:
+        raise ValueError(f"{family}: layers {empty} recorded no attention to compare")
+    layers, xs = load_attentions(model), [seen["x"] for seen in records]
+    cached, caches = run_layers(layers, xs, [0, PREFILL, *range(PREFILL + 1, T + 1)])
+    # Whole: each layer on all T positions at once, without a cache, in order; a
+    # borrower, which has no keys and values of its own, in one step of T positions.
+    borrowed = None
+    if any(source_of(layer) is not None for layer in layers):
+        borrowed, _ = run_layers(layers, xs, [0, T])
+    for i, (layer, seen, cache) in enumerate(zip(layers, records, caches, strict=True)):
+        whole = layer(seen["x"]) if source_of(layer) is None else borrowed[i]
         kind = getattr(getattr(layer, "spec", None), "kind", cache.kind)  # a borrower's own
         result["layers"] += 1
         result["whole"] = max(result["whole"], relative(whole, seen["y"]))
-        result["cached"] = max(result["cached"], relative(steps, seen["y"]))
+        result["cached"] = max(result["cached"], relative(cached[i], seen["y"]))
         if cache.kind != "linear":  # the mean over rows of the largest weight: 1 / 24 if uniform
             sharp = seen["weights"].max(-1).values.mean().item()
             result["sharpness"] = min(result["sharpness"], sharp)

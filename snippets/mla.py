@@ -106,13 +106,14 @@ class LatentAttention(nn.Module):
         self.proj = nn.Linear(H * s.v_head_size, C, bias=s.bias)
         self.scale = s.scale or 1 / math.sqrt(Dq)
 
-    def queries(self, x: torch.Tensor, offset: int = 0):
-        """x (B, T, C) -> q_nope (B, H, T, Dn), q_rope (B, H, T, Dr) turned."""
+    def queries(self, x: torch.Tensor, offset: int = 0, latent=None):
+        """x (B, T, C) -> q_nope (B, H, T, Dn), q_rope (B, H, T, Dr) turned.
+        latent: q_norm(q_down(x)) if the caller has it (DSA's indexer reads it)."""
         s, (B, T, _) = self.spec, x.shape
         if s.q_rank is None:
             q = self.q_proj(x)
         else:
-            q = self.q_up(self.q_norm(self.q_down(x)))
+            q = self.q_up(self.q_norm(self.q_down(x)) if latent is None else latent)
         q = q.view(B, T, s.n_head, -1).transpose(1, 2)  # (B, H, T, Dn + Dr)
         q_nope, q_rope = q.split([s.nope_head_size, s.rope_head_size], dim=-1)
         return q_nope, q_rope if s.rope is None else rotate(q_rope, s.rope, offset)

@@ -28,6 +28,7 @@ from snippets.checks import check_qkv, check_shape
 
 __all__ = [
     "LightningIndexer",
+    "index_scores",
     "topk_mask",
     "topk_indices",
     "moba_mask",
@@ -80,11 +81,20 @@ class LightningIndexer(nn.Module):
         q = self.q(x).view(B, T, self.n_head, self.head_size)  # (B, T, I, E)
         k = self.k(x)  # (B, T, E)
         w = self.weights(x) * (self.n_head * self.head_size) ** -0.5  # (B, T, I)
-        scores = x.new_zeros(B, T, T)
-        for j in range(self.n_head):  # one (T, T) at a time, not (T, T, I)
-            hit = torch.relu(q[:, :, j] @ k.transpose(1, 2))  # (B, T, T)
-            scores += w[:, :, j, None] * hit
-        return scores
+        return index_scores(q, k, w)
+
+
+def index_scores(q: torch.Tensor, k: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """The indexer's score core: sum_j w[t, j] * ReLU(q[t, j] . k[s]).
+
+    q (B, Tn, I, E) the queries of I heads, k (B, Ta, E) one key per position,
+    w (B, Tn, I) the heads' weights, scale included -> scores (B, Tn, Ta).
+    """
+    scores = q.new_zeros(q.size(0), q.size(1), k.size(1))
+    for j in range(q.size(2)):  # one (Tn, Ta) at a time, not (Tn, Ta, I)
+        hit = torch.relu(q[:, :, j] @ k.transpose(1, 2))  # (B, Tn, Ta)
+        scores += w[:, :, j, None] * hit
+    return scores
 
 
 # --8<-- [end:indexer]

@@ -1,0 +1,191 @@
+"""DeepSeek-V3.2, GLM-5 and Mistral 4 layers (transformers) as the guide's MLA variants.
+
+    layer = load_attention(model, i)     # lab/from_transformers.py dispatches here
+    layers = load_attentions(model)      # every layer, GLM-5's shared choices wired
+
+- deepseek_v32 and glm_moe_dsa ("indexed_attention" layers): a
+  snippets.sparse_mla.SparseLatentAttention. DeepSeek-V3.2's indexer pairs its
+  RoPE channels as (i, i + R/2), GLM-5's as (2i, 2i + 1) (transformers'
+  GlmMoeDsaIndexer); GLM-5's "shared" layers (config.indexer_types) have no
+  indexer and reuse the last "full" layer's choice.
+- mistral4: a TemperedLatentAttention, the query temperature of
+  rope_parameters' llama_4_scaling_beta over original_max_position_embeddings.
+- deepseek_v4: a snippets.compressed_attention.CompressedAttention, its window,
+  heavily compressed or compressed sparse layer (config.layer_types).
+
+transformers is a tooling dependency: snippets/ never imports it.
+"""
+
+import functools
+from types import SimpleNamespace
+
+import torch
+import torch.nn as nn
+
+from snippets.compressed_attention import CompressedAttention, CompressedSpec
+from snippets.rope_scaling import frequencies
+from snippets.sparse_mla import IndexerSpec, SparseLatentAttention, TemperedLatentAttention
+
+__all__ = ["INDEXER_PAIRS", "loaders", "load_dsa", "load_mistral4", "load_v4", "wire"]
+
+# model_type -> the indexer's RoPE pairs (the MLA's own are adjacent in both).
+INDEXER_PAIRS = {"deepseek_v32": "half", "glm_moe_dsa": "adjacent"}
+
+
+def _module(model: nn.Module, index: int) -> nn.Module:
+    decoder = model.model if hasattr(model, "model") else model
+    return decoder.layers[index].self_attn
+
+
+def _mla(model: nn.Module, index: int, base):
+    """The plain MLA spec and layer, as lab/from_transformers.py loads DeepSeek-V3's."""
+    spec = base.mla_spec(model.config)
+    return spec, base.load_mla(_module(model, index), spec, model.config)
+
+
+def _refuse(name: str, value, why: str):
+    raise ValueError(f"config.{name} ({value!r}): {why}")
+
+
+@torch.no_grad()
+def load_dsa(model: nn.Module, index: int, base) -> SparseLatentAttention:
+    """Layer `index` of a DeepSeek-V3.2 or GLM-5 model: MLA with its indexer.
+
+    A GLM-5 "shared" layer comes back without one; its `source_index` names
+    the layer whose choice it reads (load_attentions wires it).
+    """
+    config = model.config
+    family = config.model_type
+    if family not in INDEXER_PAIRS:
+        _refuse("model_type", family, f"not one of {list(INDEXER_PAIRS)}")
+    types = getattr(config, "indexer_types", None) or ["full"] * config.num_hidden_layers
+    if types[index] not in ("full", "shared"):
+        _refuse("indexer_types", types[index], f"layer {index}: 'full' or 'shared'")
+    indexer, earlier = None, [i for i in range(index) if types[i] == "full"]
+    if types[index] == "shared" and not earlier:
+        _refuse("indexer_types", types[: index + 1], f"layer {index} shares no earlier indexer")
+    if types[index] == "full":
+        indexer = IndexerSpec(
+            n_head=config.index_n_heads,
+            head_size=config.index_head_dim,
+            rope_dims=config.qk_rope_head_dim,
+            top_k=config.index_topk,
+            pairs=INDEXER_PAIRS[family],
+        )
+    spec, mla = _mla(model, index, base)
+    layer = SparseLatentAttention(spec, indexer).to(mla.proj.weight.dtype)
+    missing, unexpected = layer.load_state_dict(mla.state_dict(), strict=False)
+    assert not unexpected and all(k.startswith("indexer.") for k in missing)
+    if indexer is None:
+        layer.source_index = earlier[-1]
+        return layer.eval()
+    theirs, ours = _module(model, index).indexer, layer.indexer
+    ours.q.weight.copy_(theirs.wq_b.weight)
+    ours.k.weight.copy_(theirs.wk.weight)
+    ours.k_norm.weight.copy_(theirs.k_norm.weight)
+    ours.k_norm.bias.copy_(theirs.k_norm.bias)
+    ours.weights.weight.copy_(theirs.weights_proj.weight)
+    return layer.eval()
+
+
+def load_mistral4(model: nn.Module, index: int, base) -> TemperedLatentAttention:
+    """Layer `index` of a Mistral 4 model: MLA with the query temperature."""
+    config = model.config
+    base.layer_type(config, index)  # checks the index
+    params = config.rope_parameters
+    beta = params.get("llama_4_scaling_beta")
+    length = params.get("original_max_position_embeddings")
+    if beta is None or length is None:
+        _refuse("rope_parameters", params, "needs llama_4_scaling_beta and its length")
+    spec, mla = _mla(model, index, base)  # its RoPE on the Dr of each head's Dn + Dr
+    layer = TemperedLatentAttention(spec, int(length), float(beta)).to(mla.proj.weight.dtype)
+    layer.load_state_dict(mla.state_dict())
+    return layer.eval()
+
+
+# DeepSeek-V4's layer types -> (its rope_parameters key, compressed sparse?)
+V4_TYPES = {
+    "sliding_attention": ("main", None),
+    "heavily_compressed_attention": ("compress", False),
+    "compressed_sparse_attention": ("compress", True),
+}
+
+
+@torch.no_grad()
+def load_v4(model: nn.Module, index: int, base) -> CompressedAttention:
+    """Layer `index` of a DeepSeek-V4 model: window, HCA or CSA."""
+    config = model.config
+    kind = base.layer_type(config, index)
+    if kind not in V4_TYPES:
+        _refuse("layer_types", kind, f"layer {index}: one of {list(V4_TYPES)}")
+    rope, sparse = V4_TYPES[kind]
+    D = config.head_dim
+    if config.num_key_value_heads != 1:
+        _refuse("num_key_value_heads", config.num_key_value_heads, "DeepSeek-V4 has one K = V head")
+    theta, factor = frequencies(base.rope_spec(config, rope, D), D)
+    if factor != 1.0:  # V4 sets YaRN's attention_factor to 1
+        _refuse("rope_parameters", config.rope_parameters[rope], f"attention factor {factor} != 1")
+    ratio = None if sparse is None else config.compress_rates[kind]
+    spec = CompressedSpec(
+        n_embed=config.hidden_size,
+        n_head=config.num_attention_heads,
+        head_size=D,
+        rope_dims=2 * theta.numel(),
+        q_rank=config.q_lora_rank,
+        window=config.sliding_window,
+        o_groups=config.o_groups,
+        o_rank=config.o_lora_rank,
+        ratio=ratio,
+        overlap=bool(sparse),
+        indexer_heads=config.index_n_heads if sparse else None,
+        indexer_size=config.index_head_dim if sparse else None,
+        top_k=config.index_topk if sparse else None,
+        eps=config.rms_norm_eps,
+    )
+    theirs = _module(model, index)
+    layer = CompressedAttention(spec, theta.float()).to(theirs.q_a_proj.weight.dtype)
+    pairs = [
+        (layer.q_down.weight, theirs.q_a_proj.weight),
+        (layer.q_norm, theirs.q_a_norm.weight),
+        (layer.q_up.weight, theirs.q_b_proj.weight),
+        (layer.kv.weight, theirs.kv_proj.weight),
+        (layer.kv_norm, theirs.kv_norm.weight),
+        (layer.sinks, theirs.sinks),
+        (layer.o_down, theirs.o_a_proj.weight.view(layer.o_down.shape)),
+        (layer.proj.weight, theirs.o_b_proj.weight),
+    ]
+    compressors = []
+    if ratio is not None:
+        compressors.append((layer.compressor, theirs.compressor))
+    if sparse:
+        ix = theirs.compressor.indexer
+        compressors.append((layer.indexer, ix))
+        pairs += [(layer.index_q.weight, ix.q_b_proj.weight)]
+        pairs += [(layer.index_w.weight, ix.scorer.weights_proj.weight)]
+    for ours, them in compressors:
+        pairs += [(ours.c.weight, them.kv_proj.weight), (ours.z.weight, them.gate_proj.weight)]
+        pairs += [(ours.bias, them.position_bias), (ours.norm, them.kv_norm.weight)]
+    for ours, them in pairs:
+        ours.copy_(them)
+    return layer.eval()
+
+
+def wire(layers: list) -> list:
+    """Each shared layer reads the choice of the layer its source_index names."""
+    for layer in layers:
+        source = getattr(layer, "source_index", None)
+        if source is not None:
+            layer.choice = layers[source].choice
+    return layers
+
+
+def loaders(**base) -> dict:
+    """Loaders by layer type or by model_type, for lab/from_transformers.py's
+    LAYER_LOADERS. base: its mla_spec, load_mla, layer_type and rope_spec (passed
+    in, as that module imports this one)."""
+    base = SimpleNamespace(**base)
+    return {
+        "indexed_attention": functools.partial(load_dsa, base=base),
+        "mistral4": functools.partial(load_mistral4, base=base),
+        "deepseek_v4": functools.partial(load_v4, base=base),
+    }
