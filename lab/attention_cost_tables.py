@@ -6,7 +6,7 @@ and attention-overhead.json; `python -m lab.figures` redraws the figures.
 
 from lab.attention_cost_runs import MODE_LABELS, MODES
 from lab.experiment import describe_machine
-from lab.style import growth_axes, pyplot, svg_text
+from lab.style import FIGURE_WIDTH, growth_axes, pyplot, svg_text
 from snippets.attention_cost import VARIANT_LABELS, VARIANTS
 
 # ------------------------------------------------------------------ tables
@@ -187,8 +187,9 @@ BUSY = 0.1  # above this share of the CPU taken by others, a time is drawn hollo
 
 
 def cost_figure(data: dict, what: str):
-    """Time or peak memory against T, log-log, forward and forward+backward side
-    by side (a result of `python -m lab.attention_cost attention`).
+    """Time or peak memory against T, log-log, forward above forward+backward
+    (a result of `python -m lab.attention_cost attention`): stacked, at lab.style's
+    width, so that the text is legible on a phone.
 
     Args:
         data: the result file's content.
@@ -200,7 +201,7 @@ def cost_figure(data: dict, what: str):
     """
     if what not in ("time", "memory"):
         raise ValueError(f"what ({what!r}) must be 'time' or 'memory'")
-    plt = pyplot()
+    plt = pyplot(FIGURE_WIDTH)
     n_head = data["settings"]["plot_heads"]
     seq_lens = data["settings"]["seq_lens"]
     key, scale = ("median_ms", 1.0) if what == "time" else ("peak_bytes", 2.0**-20)
@@ -212,7 +213,7 @@ def cost_figure(data: dict, what: str):
             share = lookup(data, "sdpa", n_head, T).get("others_cpu_share")
             if share is not None and share > BUSY:
                 busy.add(T)
-    fig, axes = plt.subplots(1, 2, figsize=(8.4, 3.8), sharey=True)
+    fig, axes = plt.subplots(2, 1, figsize=(FIGURE_WIDTH, 7.4), sharex=True, sharey=True)
     low = float("inf")  # the lowest measured value: the guides may run far below it
     for ax, mode in zip(axes, MODES, strict=True):
         series = {}
@@ -250,15 +251,17 @@ def cost_figure(data: dict, what: str):
         ax.set_title(MODE_LABELS[mode])
         ax.grid(True, which="major")
     axes[0].set_ylim(bottom=low / 2)
+    axes[0].set_xlabel("")  # the panels share T: one label, under the lower
     ylabel = "peak MiB of tensors"
     if what == "time":
-        ylabel = "CPU milliseconds per run" if cpu_clock else "milliseconds per run"
-    axes[0].set_ylabel(f"{ylabel} (log scale)")
+        ylabel = "CPU ms per run" if cpu_clock else "ms per run"
+    for ax in axes:
+        ax.set_ylabel(f"{ylabel} (log scale)")
     title = "Time" if what == "time" else "Peak memory"
     setting = f"H={n_head}, " + describe_settings(data).split(";")[0]
-    fig.suptitle(f"{title} vs sequence length ({setting})")
+    fig.suptitle(f"{title} against T ({setting})")
     handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="upper center", ncol=8, bbox_to_anchor=(0.5, 0.94))
+    fig.legend(handles, labels, loc="upper center", ncol=2, bbox_to_anchor=(0.5, 0.965))
     fig.tight_layout(rect=(0, 0, 1, 0.87))
     return fig
 

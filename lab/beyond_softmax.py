@@ -189,12 +189,13 @@ def state_table(token_counts=(1024, 8192, 65536, 262144)) -> str:
 
 
 def cost_figure(data: dict):
-    """CPU ms (left) and peak MiB (right) against T, log-log, with T and T^2 guides."""
-    from lab.style import COLORS, growth_axes, pyplot
+    """CPU ms (top) and peak MiB (bottom) against T, log-log, with T and T^2 guides:
+    stacked, so that the figure is lab.style's width and its text legible on a phone."""
+    from lab.style import COLORS, FIGURE_WIDTH, growth_axes, pyplot
 
-    plt = pyplot()
+    plt = pyplot(FIGURE_WIDTH)
     seq_lens = data["settings"]["seq_lens"]
-    fig, axes = plt.subplots(1, 2, figsize=(8.4, 3.8))
+    fig, axes = plt.subplots(2, 1, figsize=(FIGURE_WIDTH, 6.8), sharex=True)
     for ax, (key, scale, ylabel) in zip(
         axes,
         (
@@ -219,48 +220,46 @@ def cost_figure(data: dict):
                 label=LABELS[name],
             )
         growth_axes(ax, seq_lens, series["dense"][-1] * 1.5, series["gated_delta"][-1] / 1.5)
-        ax.set_ylabel(f"{ylabel} (log scale)")
+        ax.set_ylabel(f"{ylabel}\n(log scale)")
         ax.grid(True, which="major")
+    axes[0].set_xlabel("")  # the panels share T: one label, under the lower
     handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="upper center", ncol=3, bbox_to_anchor=(0.5, 1.0))
-    fig.tight_layout(rect=(0, 0, 1, 0.84))
+    # The four passes above the panels, the two guides inside the lower one.
+    fig.legend(handles[:-2], labels[:-2], loc="upper center", bbox_to_anchor=(0.5, 1.0))
+    axes[1].legend(handles[-2:], labels[-2:], loc="upper left")
+    fig.tight_layout(rect=(0, 0, 1, 0.88))
     return fig
 
 
 def state_figure():
     """MiB one layer carries against T: the fixed linear state, the growing KV cache.
-    Narrow, with plain tick labels and lab.style.legible_font_size, so that its text is
-    still 10 CSS px on a phone."""
+    lab.style's width, with plain tick labels, so that its text is still 10 CSS px on a phone."""
     from matplotlib.ticker import FuncFormatter
 
-    from lab.style import COLORS, INK, legible_font_size, pyplot
+    from lab.style import COLORS, FIGURE_WIDTH, INK, pyplot
 
-    plt = pyplot()
-    width = 4.8
-    size = legible_font_size(width)
+    plt = pyplot(FIGURE_WIDTH)
     tokens = [2**i for i in range(8, 19)]
     plain = FuncFormatter(lambda v, _: f"{v / 1024:g}k" if v >= 1024 else f"{v:g}")
-    sizes = {"font.size": size, "legend.fontsize": size, "axes.titlesize": size}
-    with plt.rc_context(sizes):
-        fig, ax = plt.subplots(figsize=(width, 3.4))
-        for name, color, label in (
-            ("softmax", COLORS[1], "softmax layer: KV cache"),
-            ("linear", COLORS[0], "Gated DeltaNet layer: state"),
-        ):
-            megabytes = [carried_bytes(t)[name] / 2**20 for t in tokens]
-            ax.plot(tokens, megabytes, color=color, linewidth=1.8, label=label)
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_xticks([256, 2048, 16384, 131072])
-        ax.xaxis.set_major_formatter(plain)
-        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-        ax.minorticks_off()
-        ax.set_xlabel("tokens in the context")
-        ax.set_ylabel("MiB per layer")
-        ax.set_title("One layer of Qwen3-Next-80B-A3B", color=INK)
-        ax.grid(True, which="major")
-        ax.legend()
-        fig.tight_layout()
+    fig, ax = plt.subplots(figsize=(FIGURE_WIDTH, 3.4))
+    for name, color, label in (
+        ("softmax", COLORS[1], "softmax layer: KV cache"),
+        ("linear", COLORS[0], "Gated DeltaNet layer: state"),
+    ):
+        megabytes = [carried_bytes(t)[name] / 2**20 for t in tokens]
+        ax.plot(tokens, megabytes, color=color, linewidth=1.8, label=label)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xticks([256, 2048, 16384, 131072])
+    ax.xaxis.set_major_formatter(plain)
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.minorticks_off()
+    ax.set_xlabel("tokens in the context")
+    ax.set_ylabel("MiB per layer")
+    ax.set_title("One layer of Qwen3-Next-80B-A3B", color=INK)
+    ax.grid(True, which="major")
+    ax.legend()
+    fig.tight_layout()
     return fig
 
 

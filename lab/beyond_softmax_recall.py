@@ -201,11 +201,11 @@ def predictions(data: dict) -> str:
 def recall_figure(data: dict):
     """Recall against the number of pairs, a line per variant (the median over the
     seeds), every seed a dot, and a guess among the row's values."""
-    from lab.style import COLORS, INK, pyplot
+    from lab.style import COLORS, FIGURE_WIDTH, INK, pyplot
 
-    plt = pyplot()
+    plt = pyplot(FIGURE_WIDTH)
     pairs = data["settings"]["eval_pairs"]
-    fig, ax = plt.subplots(figsize=(5.2, 3.8))
+    fig, ax = plt.subplots(figsize=(FIGURE_WIDTH, 4.6))
     for variant, color, marker in zip(VARIANTS, COLORS[:3], "o^s", strict=True):
         ax.plot(
             pairs,
@@ -226,7 +226,7 @@ def recall_figure(data: dict):
     ax.set_ylabel("recall of repeated keys")
     ax.set_ylim(0, 1.02)
     ax.grid(True)
-    ax.legend(loc="lower left", fontsize="small")
+    ax.legend(ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.2))  # off the lines
     fig.tight_layout()
     return fig
 

@@ -161,11 +161,11 @@ def run(s: Setup, header: dict) -> dict:
 
 def frequencies_figure(s: Setup = FULL, factor: int = 4):
     """theta_i of each rule against the pair index, at factor * T."""
-    from lab.style import pyplot
+    from lab.style import FIGURE_WIDTH, pyplot
     from snippets.rope_scaling import frequencies
 
-    plt = pyplot()
-    fig, ax = plt.subplots(figsize=(6.4, 3.2))
+    plt = pyplot(FIGURE_WIDTH)
+    fig, ax = plt.subplots(figsize=(FIGURE_WIDTH, 3.4))
     for rule, marker in zip(RULES, "os^vD", strict=True):
         theta, _ = frequencies(rope_for(rule, s, factor), s.head_size, factor * s.T)
         ax.plot(range(theta.numel()), theta.numpy(), marker=marker, label=rule)
@@ -174,7 +174,7 @@ def frequencies_figure(s: Setup = FULL, factor: int = 4):
     ax.set_ylabel("theta_i, radians per position")
     ax.set_title(f"D = {s.head_size}, trained at T = {s.T}, run at {factor}T")
     ax.grid(True)
-    ax.legend(fontsize="small")
+    ax.legend()
     fig.tight_layout()
     return fig
 

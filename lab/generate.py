@@ -16,7 +16,7 @@ import torch
 
 from lab.common import TRAINING_RESULTS, command_line, note_load_after, result_header
 from lab.experiment import Command
-from lab.style import pyplot
+from lab.style import FIGURE_WIDTH, pyplot
 from snippets.generate import check_sampling, generate, load_model, stream
 from snippets.model import GPT, GPTConfig
 from snippets.throughput import BENCH_MODEL
@@ -112,8 +112,8 @@ def bench_kv_cache(
 def kv_cache_figure(data: dict):
     """Milliseconds per generated token against its position, with and without
     the cache (a result of `python -m lab.generate --bench-kv-cache`)."""
-    plt = pyplot()
-    fig, ax = plt.subplots(figsize=(6.4, 3.4))
+    plt = pyplot(FIGURE_WIDTH)
+    fig, ax = plt.subplots(figsize=(FIGURE_WIDTH, 3.4))
     start = data["prompt_tokens"]
     for key, label in (("recompute", "recompute"), ("kv_cache", "KV cache")):
         if key not in data:  # --cache-only: no recomputation

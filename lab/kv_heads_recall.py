@@ -25,7 +25,7 @@ import time
 from lab.common import RESULTS_DIR, note_load_after
 from lab.experiment import Command, count, progress
 from lab.mqar import CACHED, VARIANTS, D, MqarRun, recall, run_of, train_mqar
-from lab.style import COLORS, INK, pyplot
+from lab.style import COLORS, FIGURE_WIDTH, INK, pyplot
 
 RESULT_FILE = RESULTS_DIR / "kv-heads-recall.json"
 FIGURE = RESULTS_DIR / "kv-heads-recall.svg"
@@ -176,9 +176,9 @@ def costs_recall_from(data: dict, variant: str) -> int | None:
 
 def recall_figure(data: dict):
     """Recall against the number of pairs: a line per variant (the mean), a dot per seed."""
-    plt = pyplot()
+    plt = pyplot(FIGURE_WIDTH)
     pairs = data["settings"]["eval_pairs"]
-    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    fig, ax = plt.subplots(figsize=(FIGURE_WIDTH, 5.4))
     markers = "os^D"
     for (name, r), color, marker in zip(data["variants"].items(), COLORS, markers, strict=False):
         cached = r["cached_numbers_per_token_and_layer"]
@@ -200,7 +200,7 @@ def recall_figure(data: dict):
     ax.set_ylabel("recall of repeated keys")
     ax.set_ylim(0, 1.02)
     ax.grid(True)
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=2, fontsize="small")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2))
     fig.tight_layout()
     return fig
 

@@ -23,7 +23,7 @@ from torch.nn.attention.flex_attention import create_block_mask
 
 from lab.common import RESULTS_DIR, note_load_after
 from lab.experiment import Command, describe_machine, int_list, progress, randn
-from lab.style import COLORS, INK, growth_axes, pyplot
+from lab.style import COLORS, FIGURE_WIDTH, INK, growth_axes, pyplot
 from snippets.attention_cost import compiled_flex_attention
 from snippets.masks import (
     bidirectional_mask,
@@ -205,9 +205,9 @@ def describe_run(data: dict) -> str:
 
 def cost_plot(data: dict):
     """Milliseconds per call against T, log-log, with guides rising like T and T²."""
-    plt = pyplot()
+    plt = pyplot(FIGURE_WIDTH)
     seq_lens = [row["seq_len"] for row in data["results"]]
-    fig, ax = plt.subplots(figsize=(6.4, 3.8))
+    fig, ax = plt.subplots(figsize=(FIGURE_WIDTH, 3.6))
     markers = {"flex": "o", "dense": "s", "causal": "^"}
     for job, color in zip(JOBS, (COLORS[0], COLORS[1], COLORS[2]), strict=True):
         ms = [row[job]["cpu_ms"] for row in data["results"]]
@@ -218,7 +218,7 @@ def cost_plot(data: dict):
     s = data["settings"]
     ax.set_title(f"Sliding window of {s['window']}: time per attention call")
     ax.grid(True, which="major")
-    ax.legend(fontsize="small")
+    ax.legend()
     fig.tight_layout()
     return fig
 
@@ -243,7 +243,7 @@ def mask_figure(mask: torch.Tensor, title: str):
     """A (T, T) mask as a grid: a filled cell where query i may see key j."""
     from matplotlib.colors import ListedColormap  # matplotlib only when drawing (lab.style)
 
-    plt = pyplot()
+    plt = pyplot()  # 3 inches: shown at its own size on a phone, 9 pt is 12 px
     T = mask.size(-1)
     fig, ax = plt.subplots(figsize=(3.0, 3.2))
     # Hidden cells stay transparent: the page's own background shows through.

@@ -26,7 +26,7 @@ from lab.copy_training import (
     uniform_scores,
 )
 from lab.experiment import Command, progress
-from lab.style import COLORS, INK, pyplot
+from lab.style import COLORS, FIGURE_WIDTH, INK, pyplot
 from snippets.tasks import copy_floor
 
 RESULT_FILE = TRAINING_RESULTS / "induction.json"
@@ -73,8 +73,8 @@ def run(setup: Setup, header: dict) -> dict:
 def loss_figure(data: dict):
     """Held-out loss against steps, its floor, and the induction score of layer 2's
     best head on a second axis: seed 0 drawn, the other seeds thin."""
-    plt = pyplot()
-    fig, ax = plt.subplots(figsize=(6.4, 3.4))
+    plt = pyplot(FIGURE_WIDTH)
+    fig, ax = plt.subplots(figsize=(FIGURE_WIDTH, 4.4))
     score_ax = ax.twinx()
     for i, run_ in enumerate(data["runs"]):
         first = i == 0
@@ -104,7 +104,8 @@ def loss_figure(data: dict):
     ax.grid(True)
     lines = ax.get_legend_handles_labels()
     more = score_ax.get_legend_handles_labels()
-    ax.legend(lines[0] + more[0], lines[1] + more[1], fontsize="small", loc="center right")
+    below = {"loc": "upper center", "bbox_to_anchor": (0.5, -0.2)}  # off the curves
+    ax.legend(lines[0] + more[0], lines[1] + more[1], **below)
     fig.tight_layout()
     return fig
 

@@ -31,7 +31,7 @@ from lab.copy_training import (
     uniform_scores,
 )
 from lab.experiment import Command, progress
-from lab.style import COLORS, INK, pyplot
+from lab.style import COLORS, FIGURE_WIDTH, INK, pyplot
 from snippets.model import GPT
 from snippets.positions import (
     POSITIONS,
@@ -143,8 +143,8 @@ def run(setup: Setup, header: dict, processes: int = 2) -> dict:
 
 def sinusoidal_figure(T: int = 64, C: int = 64):
     """The sinusoidal position table (snippets.positions), channels against positions."""
-    plt = pyplot()
-    fig, ax = plt.subplots(figsize=(6.4, 3.2))
+    plt = pyplot(FIGURE_WIDTH)
+    fig, ax = plt.subplots(figsize=(FIGURE_WIDTH, 3.2))
     table = sinusoidal_positions(T, C).T.numpy()  # (C, T): positions along x
     image = ax.imshow(table, aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1)
     ax.set_xlabel("position t")
@@ -157,8 +157,8 @@ def sinusoidal_figure(T: int = 64, C: int = 64):
 def rope_figure(D: int = 16, positions: int = 12):
     """One vector at positions 0 .. positions - 1: three of its RoPE pairs turning on
     the unit circle, each at its own speed."""
-    plt = pyplot()
-    fig, ax = plt.subplots(figsize=(4.4, 4.4))
+    plt = pyplot(FIGURE_WIDTH)
+    fig, ax = plt.subplots(figsize=(FIGURE_WIDTH, 4.4))
     circle = torch.linspace(0, 2 * math.pi, 200)
     ax.plot(circle.cos().numpy(), circle.sin().numpy(), color=INK, linewidth=0.6)
     x = torch.zeros(positions, D)
@@ -175,17 +175,17 @@ def rope_figure(D: int = 16, positions: int = 12):
     ax.set_ylim(-1.35, 1.35)
     ax.set_xlabel("channel 2i")
     ax.set_ylabel("channel 2i + 1")
-    ax.legend(fontsize="small", loc="center")
+    ax.legend(loc="center")
     fig.tight_layout()
     return fig
 
 
 def alibi_figure(n_head: int = 8, T: int = 16):
     """The bias ALiBi adds to a score, against the distance back, one line per head."""
-    plt = pyplot()
+    plt = pyplot(FIGURE_WIDTH)
     bias = alibi_bias(n_head, T)[:, -1].flip(-1).numpy()  # (H, T): last query, distance 0..
     slopes = alibi_slopes(n_head).tolist()
-    fig, ax = plt.subplots(figsize=(6.4, 3.2))
+    fig, ax = plt.subplots(figsize=(FIGURE_WIDTH, 4.4))
     for h in range(n_head):
         style = "-" if h < len(COLORS) else "--"  # more heads than colours
         label = f"head {h}: slope 1/{round(1 / slopes[h])}"
@@ -193,7 +193,7 @@ def alibi_figure(n_head: int = 8, T: int = 16):
     ax.set_xlabel("distance i - j back from the query")
     ax.set_ylabel("bias added to the score")
     ax.grid(True)
-    ax.legend(fontsize="x-small", ncol=2)
+    ax.legend(ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.22))  # below: off the lines
     fig.tight_layout()
     return fig
 
@@ -201,7 +201,7 @@ def alibi_figure(n_head: int = 8, T: int = 16):
 def learned_figure(data: dict):
     """Cosine similarity of the trained "learned" position vectors, position against
     position (a result of `python -m lab.positions`)."""
-    plt = pyplot()
+    plt = pyplot(FIGURE_WIDTH)
     fig, ax = plt.subplots(figsize=(4.4, 3.8))
     image = ax.imshow(data["learned_similarity"], cmap="RdBu_r", vmin=-1, vmax=1)
     ax.set_xlabel("position")
@@ -214,8 +214,8 @@ def learned_figure(data: dict):
 def excess_figure(data: dict):
     """Loss on the copies of each position scheme at 1x, 2x, 4x the training length,
     mean over seeds with the min-max spread (a result of `python -m lab.positions`)."""
-    plt = pyplot()
-    fig, ax = plt.subplots(figsize=(6.4, 3.2))
+    plt = pyplot(FIGURE_WIDTH)
+    fig, ax = plt.subplots(figsize=(FIGURE_WIDTH, 4.2))
     for row in data["rows"]:
         factors = [f for f in data["factors"] if row[f"loss_{f}x"] is not None]
         cells = [row[f"loss_{f}x"] for f in factors]
@@ -229,7 +229,7 @@ def excess_figure(data: dict):
     ax.set_xlabel("evaluation length / training length")
     ax.set_ylabel("loss on the copies, nats")
     ax.grid(True)
-    ax.legend(fontsize="small", ncol=2, loc="upper left")
+    ax.legend(ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.22))
     fig.tight_layout()
     return fig
 

@@ -304,12 +304,14 @@ def eviction_table(data: dict) -> str:
 
 
 def sink_plot(data: dict):
-    """Left: weight on BOS away from triggers, every head and seed. Middle: how much
-    evicting BOS changes each head's addition to the stream. Right: loss per reader."""
-    from lab.style import pyplot
+    """Stacked at lab.style's width: weight on BOS away from triggers, every head and seed;
+    how much evicting BOS changes each head's addition to the stream; loss per reader."""
+    from lab.style import FIGURE_WIDTH, pyplot
 
-    plt = pyplot()
-    fig, (left, middle, right) = plt.subplots(1, 3, figsize=(7.6, 2.9), layout="constrained")
+    plt = pyplot(FIGURE_WIDTH)
+    fig, (left, middle, right) = plt.subplots(
+        3, 1, figsize=(FIGURE_WIDTH, 8.4), layout="constrained"
+    )
     readers = list(data["readers"])
     models = by_model(data)
     for i, (name, rows) in enumerate(models.items()):
@@ -333,7 +335,7 @@ def sink_plot(data: dict):
     for panel in (middle, right):  # zero to a nat: linear below 1e-3, then logarithmic
         panel.set_yscale("symlog", linthresh=1e-3)
         panel.set_ylim(bottom=0)
-    right.legend(frameon=False, fontsize="small")
+    right.legend(frameon=False)
     right.grid(True)
     return fig
 

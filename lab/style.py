@@ -64,8 +64,25 @@ def legible_font_size(width_in: float) -> float:
     return math.ceil(MIN_TEXT_PX * 0.75 / shrink * 1.02 * 2) / 2
 
 
-def pyplot():
-    """matplotlib.pyplot drawing to files only (Agg), in the site's style."""
+# An image figure's width: shown at its own size on a desktop (461 px, text 13 px), shrunk to
+# 358/461 on a phone, where legible_font_size(4.8) = 10 pt is still 10.4 px. Panels that a
+# wider figure would put side by side are stacked instead.
+FIGURE_WIDTH = 4.8
+# The font sizes legible() sets, all to one size (matplotlib draws titles "large").
+SIZED = ("font.size", "axes.titlesize", "figure.titlesize", "legend.fontsize")
+
+
+def legible(width_in: float = FIGURE_WIDTH) -> dict:
+    """rcParams drawing every text of a figure width_in inches wide at
+    legible_font_size(width_in): pyplot(width_in) applies them."""
+    if not 0 < width_in <= 12:
+        raise ValueError(f"width_in ({width_in!r}) must be a figure width in inches, 0 to 12")
+    return dict.fromkeys(SIZED, legible_font_size(width_in))
+
+
+def pyplot(width_in: float | None = None):
+    """matplotlib.pyplot drawing to files only (Agg), in the site's style; with width_in,
+    every text at the size legible() gives a figure that wide (an image figure's)."""
     # matplotlib is imported on first use: the hooks and the page harness import
     # lab modules without drawing anything.
     import matplotlib
@@ -74,7 +91,9 @@ def pyplot():
     import matplotlib.pyplot as plt
     from cycler import cycler
 
-    plt.rcParams.update({**STYLE, "axes.prop_cycle": cycler(color=COLORS)})
+    undone = {k: matplotlib.rcParamsDefault[k] for k in SIZED}  # a previous figure's sizes
+    sized = legible(width_in) if width_in is not None else {}
+    plt.rcParams.update({**undone, **STYLE, **sized, "axes.prop_cycle": cycler(color=COLORS)})
     return plt
 
 

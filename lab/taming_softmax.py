@@ -177,18 +177,20 @@ def growth_table(data: dict) -> str:
 
 
 def growth_plot(data: dict):
-    """Two panels against the learning rate: the largest logit, the held-out loss."""
-    from lab.style import pyplot
+    """Two panels against the learning rate, stacked (lab.style's width): the largest
+    logit above the held-out loss."""
+    from lab.style import FIGURE_WIDTH, pyplot
 
-    plt = pyplot()
-    fig, (left, right) = plt.subplots(1, 2, figsize=(7.2, 3.0), layout="constrained")
+    plt = pyplot(FIGURE_WIDTH)
+    fig, (left, right) = plt.subplots(
+        2, 1, figsize=(FIGURE_WIDTH, 5.6), sharex=True, layout="constrained"
+    )
     for name in data["variants"]:
         rows = [r for r in data["rows"] if r["variant"] == name]
         lrs = [r["lr"] for r in rows]
         left.plot(lrs, [r["largest_logit"] for r in rows], marker="o", label=name)
         right.plot(lrs, [r["loss"] for r in rows], marker="o", label=name)
-    left.set(xscale="log", yscale="log", xlabel="peak learning rate",
-             title="largest attention logit")  # fmt: skip
+    left.set(xscale="log", yscale="log", title="largest attention logit")
     right.axhline(data["chance_loss"], linestyle="--", linewidth=1, color="#808080")
     right.text(data["setup"]["lrs"][0], data["chance_loss"], " chance", va="bottom")
     right.set(xscale="log", xlabel="peak learning rate", title="held-out loss")

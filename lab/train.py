@@ -35,7 +35,7 @@ from lab.common import (
     write_text,
 )
 from lab.experiment import Command, progress
-from lab.style import INK, pyplot, save_svg
+from lab.style import FIGURE_WIDTH, INK, pyplot, save_svg
 from snippets.measure import time_interleaved
 from snippets.throughput import BENCH_BATCH, BENCH_MODEL, ladder, make_bench_step
 from snippets.train import CHECKPOINT, HISTORY, TrainConfig, lr_at, train
@@ -84,13 +84,14 @@ def _process_seconds() -> float | None:
 
 def loss_curve(history: dict):
     """Loss against seconds of training: the whole run and, with a known best
-    loss, a close-up of the end (a history of snippets.train.train)."""
-    plt = pyplot()
+    loss, a close-up of the end below it (a history of snippets.train.train)."""
+    plt = pyplot(FIGURE_WIDTH)
     records = history["records"]
     best = history.get("best_loss")
     trained = [r for r in records if "train_loss" in r]  # not the step-0 record
-    fig, axes = plt.subplots(1, 2 if best is not None else 1, figsize=(8, 3.4), squeeze=False)
-    for ax in axes[0]:
+    panels = 2 if best is not None else 1
+    fig, axes = plt.subplots(panels, 1, figsize=(FIGURE_WIDTH, 3.2 * panels), squeeze=False)
+    for ax in axes[:, 0]:
         ax.plot(
             [r["seconds"] for r in trained],
             [r["train_loss"] for r in trained],
@@ -108,21 +109,21 @@ def loss_curve(history: dict):
         ax.set_xlabel("seconds of training")
         ax.grid(True)
     axes[0][0].set_ylabel("loss, nats per token")
-    axes[0][0].legend(fontsize="small")
+    axes[0][0].legend()
     if best is not None:
-        close = axes[0][1]
+        close = axes[1][0]
         close.set_ylim(best - 0.03, best + 0.12)
-        close.set_title("close-up", fontsize="small")
+        close.set_title("close-up")
     fig.tight_layout()
     return fig
 
 
 def lr_schedule(config):
     """The learning rate of every step of a run with this TrainConfig."""
-    plt = pyplot()
+    plt = pyplot(FIGURE_WIDTH)
     steps = range(config.steps + config.steps // 5)  # and a little past the end
     args = (config.lr, config.min_lr, config.warmup_steps, config.steps)
-    fig, ax = plt.subplots(figsize=(6.4, 3.2))
+    fig, ax = plt.subplots(figsize=(FIGURE_WIDTH, 3.2))
     ax.plot(list(steps), [lr_at(s, *args) for s in steps])
     ax.axvline(config.warmup_steps, color=INK, linestyle=":", label="end of warmup")
     ax.axvline(config.steps, color=INK, linestyle="--", label="last step")

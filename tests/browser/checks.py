@@ -43,9 +43,10 @@ def viewport(page, size: dict):
 def together(*names: str) -> str:
     """One page.evaluate() source that runs the functions of several js/ files in turn and
     returns their results as a list; it takes the list of their arguments. One round trip
-    to the browser instead of one each (on a loaded machine a round trip alone is ~40 ms)."""
+    to the browser instead of one each (on a loaded machine a round trip alone is ~40 ms).
+    An async function's promise is awaited."""
     calls = ", ".join(f"({js(name).strip()})(args[{n}])" for n, name in enumerate(names))
-    return f"(args) => [{calls}]"
+    return f"(args) => Promise.all([{calls}])"  # a function may be async (img-figure-text)
 
 
 def copy_room_problems(found: list[dict], width: int) -> list[str]:
@@ -76,6 +77,22 @@ def legibility_problems(found: dict) -> list[str]:
         for t in found["tables"]
     ]
     return problems
+
+
+def image_text_problems(found: list[dict]) -> list[str]:
+    """img-figure-text.js's findings as problems: an image figure (an <img> of an SVG) whose
+    text is drawn under MIN_TEXT_PX at phone width, or whose SVG could not be read."""
+    return [
+        f"image figure {f['what']!r}: its SVG could not be read ({f['error']})"
+        if "error" in f
+        else f"image figure {f['what']!r} at {PHONE['width']} px (drawn {f['width']} px wide): "
+        f"{f['under']} of its {f['texts']} texts drawn under {MIN_TEXT_PX} px (smallest "
+        f"{f['smallest']} px: "
+        + ", ".join(f"{s['text']!r} {s['px']} px" for s in f["small"])
+        + "); draw it with lab/style.py's pyplot(FIGURE_WIDTH)"
+        for f in found
+        if "error" in f or f["under"]
+    ]
 
 
 def check_rendered(visit: Visit) -> list[str]:
@@ -434,15 +451,17 @@ def screenshot(page, path: Path, full_page: bool = False, widths=("desktop", "ph
 
 def check_phone_fit(page) -> list[str]:
     """At a phone's 390 px nothing makes the page scroll sideways (a wide formula, table or
-    code block scrolls inside its own box instead); figure text is at least MIN_TEXT_PX and
-    no printed table's rows wrap (phone-legibility.js); the copy button covers the end of no
-    code line (copy-room.js). All measured in one round trip, in the one resize."""
+    code block scrolls inside its own box instead); figure text, inline (phone-legibility.js)
+    or an <img> of an SVG (img-figure-text.js), is at least MIN_TEXT_PX; no printed table's
+    rows wrap; the copy button covers the end of no code line (copy-room.js). All measured in
+    one round trip, in the one resize."""
+    names = ("phone-overflow", "phone-legibility", "img-figure-text", "copy-room")
     with viewport(page, PHONE):
-        s, legibility, covered = page.evaluate(
-            together("phone-overflow", "phone-legibility", "copy-room"), [None, MIN_TEXT_PX, None]
+        s, legible, images, covered = page.evaluate(
+            together(*names), [None, MIN_TEXT_PX, MIN_TEXT_PX, None]
         )
-    problems = legibility_problems(legibility) + copy_room_problems(covered, PHONE["width"])
-    return overflow_problems(s) + problems
+    problems = legibility_problems(legible) + image_text_problems(images)
+    return overflow_problems(s) + problems + copy_room_problems(covered, PHONE["width"])
 
 
 def overflow_problems(s: dict) -> list[str]:

@@ -96,3 +96,40 @@ def test_committed_figure_is_drawn_from_the_committed_result(path):
 def test_attention_cost_rejects_an_unknown_quantity():
     with pytest.raises(ValueError, match=r"what \('speed'\) must be 'time' or 'memory'"):
         attention_cost_tables.cost_figure({}, "speed")
+
+
+def phone_text_px(svg: str) -> float:
+    """The smallest text of a matplotlib SVG, in CSS px, shown as an <img> in a phone's
+    column: its width (pt, 4/3 px each) shrunk to style.PHONE_COLUMN_PX if wider."""
+    width_pt = float(re.search(r'<svg[^>]* width="([\d.]+)pt"', svg)[1])
+    view_width = float(re.search(r'viewBox="0 0 ([\d.]+)', svg)[1])
+    scale = min(width_pt * 4 / 3, style.PHONE_COLUMN_PX) / view_width
+    sizes = [float(s) for s in re.findall(r"<text [^>]*font-size: ([\d.]+)px", svg)]
+    return min(sizes) * scale
+
+
+@pytest.mark.parametrize("path", list(figures.committed_figures()), ids=lambda p: p.name)
+def test_committed_figure_text_is_legible_on_a_phone(path):
+    """Every text of an image figure is style.MIN_TEXT_PX tall in a phone's column (the
+    browser measures the same on the built pages: tests/browser/js/img-figure-text.js)."""
+    px = phone_text_px(path.read_text(encoding="utf-8"))
+    assert px >= style.MIN_TEXT_PX, f"smallest text {px:.1f} px: draw with pyplot(FIGURE_WIDTH)"
+
+
+def test_phone_text_px_measures_a_wide_figure_shrunk():
+    plt = style.pyplot()  # 9 pt on a 6.4-inch figure: 12 px shrunk by 358/614.4
+    fig, ax = plt.subplots(figsize=(6.4, 3.2))
+    ax.set_title("loss")
+    assert phone_text_px(style.svg_text(fig)) == pytest.approx(9 * 4 / 3 * 358 / 614.4, abs=0.05)
+
+
+def test_pyplot_with_a_width_sets_every_text_and_without_undoes_it():
+    plt = style.pyplot(style.FIGURE_WIDTH)
+    assert plt.rcParams["axes.titlesize"] == plt.rcParams["font.size"] == 10
+    plt = style.pyplot()
+    assert plt.rcParams["font.size"] == 9 and plt.rcParams["axes.titlesize"] == "large"
+
+
+def test_legible_rejects_a_width_that_is_no_figure_s():
+    with pytest.raises(ValueError, match=r"width_in \(0\) must be a figure width in inches"):
+        style.legible(0)

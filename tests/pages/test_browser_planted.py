@@ -100,9 +100,8 @@ def planted(site_browser, site_server, built_site):
             src = SimpleNamespace(file=SimpleNamespace(src_uri=f"planted-{name}.md"))
             page = hook.on_post_page(page, page=src, config=None)
         (folder / "index.html").write_text(page, encoding="utf-8")
-    shutil.copy(
-        PLANTED / "white-figure.svg", site_server.overlay / "planted-white-figure" / "figure.svg"
-    )
+    for svg in PLANTED.glob("*.svg"):  # a planted page's image, <name>.svg, is its figure.svg
+        shutil.copy(svg, site_server.overlay / where[svg.stem] / "figure.svg")
     hook.on_post_build(None)
 
     def open_planted(name: str) -> bv.Visit:
@@ -325,6 +324,18 @@ def test_planted_small_figure_text_and_wrapping_table_are_caught(planted):
     ), problems
     assert problems[1].startswith("printed table 'layer head"), problems
     assert "3 row(s) wrap onto a second line" in problems[1], problems
+
+
+def test_planted_small_image_figure_text_is_caught(planted):
+    """An <img> of a 6.4-inch matplotlib-like SVG: its 9-unit tick label is shrunk to about
+    7 px at 390 px (358/460.8 of a unit); its 14-unit title and the committed state figure,
+    drawn with lab.style.pyplot(FIGURE_WIDTH), stay at 10 px or more."""
+    problems = bc.check_phone_fit(planted("small-image-figure").page)
+    assert len(problems) == 1, problems
+    assert problems[0].startswith(
+        "image figure 'figure.svg' at 390 px (drawn 358 px wide): 1 of its 2 texts drawn under"
+        " 10 px (smallest 7 px: '0.5' 7 px)"
+    ), problems
 
 
 def test_a_tab_that_draws_no_frame_is_found_in_the_frame_wait(planted):
