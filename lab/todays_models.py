@@ -72,6 +72,22 @@ def run_layers(layers: list, xs: list, cuts: list[int]) -> tuple[list, list]:
     return [torch.cat(out, 1) for out in steps], caches
 
 
+def run_all(layers: list, xs: list) -> tuple[list, list, list]:
+    """Each layer's outputs on all T positions: whole (at once, without a cache, the
+    layers in order; a borrower, which has no keys and values of its own, in one step of
+    T positions through the caches) and cached (a prefill, then one token at a time);
+    and the caches of the cached run."""
+    cached, caches = run_layers(layers, xs, [0, PREFILL, *range(PREFILL + 1, T + 1)])
+    borrowed = None
+    if any(source_of(layer) is not None for layer in layers):
+        borrowed, _ = run_layers(layers, xs, [0, T])
+    whole = [
+        layer(x) if source_of(layer) is None else borrowed[i]
+        for i, (layer, x) in enumerate(zip(layers, xs, strict=True))
+    ]
+    return whole, cached, caches
+
+
 @torch.no_grad()
 def compare(family: str, seed: int = 0) -> dict:
     """Worst relative differences of a family's layers against transformers."""
@@ -90,17 +106,11 @@ def compare(family: str, seed: int = 0) -> dict:
     if empty := [i for i, seen in enumerate(records) if not seen]:
         raise ValueError(f"{family}: layers {empty} recorded no attention to compare")
     layers, xs = load_attentions(model), [seen["x"] for seen in records]
-    cached, caches = run_layers(layers, xs, [0, PREFILL, *range(PREFILL + 1, T + 1)])
-    # Whole: each layer on all T positions at once, without a cache, in order; a
-    # borrower, which has no keys and values of its own, in one step of T positions.
-    borrowed = None
-    if any(source_of(layer) is not None for layer in layers):
-        borrowed, _ = run_layers(layers, xs, [0, T])
+    whole, cached, caches = run_all(layers, xs)
     for i, (layer, seen, cache) in enumerate(zip(layers, records, caches, strict=True)):
-        whole = layer(seen["x"]) if source_of(layer) is None else borrowed[i]
         kind = getattr(getattr(layer, "spec", None), "kind", cache.kind)  # a borrower's own
         result["layers"] += 1
-        result["whole"] = max(result["whole"], relative(whole, seen["y"]))
+        result["whole"] = max(result["whole"], relative(whole[i], seen["y"]))
         result["cached"] = max(result["cached"], relative(cached[i], seen["y"]))
         if cache.kind != "linear":  # the mean over rows of the largest weight: 1 / 24 if uniform
             sharp = seen["weights"].max(-1).values.mean().item()
