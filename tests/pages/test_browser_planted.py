@@ -309,7 +309,7 @@ def test_planted_copy_button_over_code_is_caught(planted):
         problems[0].startswith(
             "code block 0 at 1280 px: the copy button covers the end of line 1 ("
         )
-        and "eighth_term + last'" in problems[0]
+        and "eleventh_term + last'" in problems[0]
     ), problems
     problems = bc.check_phone_fit(page)
     assert len(problems) == 1 and problems[0].startswith("code block 0 at 390 px"), problems
