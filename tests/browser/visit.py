@@ -208,12 +208,20 @@ def draws_frames(page, wait_ms: int = FRAME_WAIT_MS) -> bool:
     )
 
 
-def first_visit_bytes(visit: Visit, server: SiteServer, before_scroll: bool = False) -> int:
+SEARCH_INDEX = "search/search_index.json"  # every page fetches it; it grows with the site
+
+
+def first_visit_bytes(
+    visit: Visit, server: SiteServer, before_scroll: bool = False, only: str | None = None
+) -> int:
     """What a first visit of the page downloads (before any scroll, or in all): the size of
-    every distinct file it asked for, headers left out."""
+    every distinct file it asked for, headers left out; with only, of the files whose path
+    ends with it."""
     total = 0
     urls = visit.urls_before_scroll if before_scroll else visit.urls
     for url in {u.split("#")[0] for u in urls if u.startswith(server.origin)}:
+        if only is not None and not urllib.parse.urlsplit(url).path.endswith(only):
+            continue
         path = server.file_for(urllib.parse.urlsplit(url).path)
         total += path.stat().st_size if path else 0
     return total
