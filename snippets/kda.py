@@ -22,7 +22,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 
-from snippets.linear_attention import GatedDeltaNet, _check_inputs
+from snippets.checks import check_positive_int
+from snippets.linear_attention import GatedDeltaNet, check_delta_inputs
 
 # --8<-- [end:imports]
 
@@ -37,7 +38,7 @@ def _check(q, k, v, g, beta, state) -> None:
             f"g must have the keys' shape (B, H, T, K) = {tuple(k.shape)}, one "
             f"decay per key channel, got {tuple(g.shape)}"
         )
-    _check_inputs(q, k, v, g.amax(-1), beta, state)  # amax > 0 iff some g > 0
+    check_delta_inputs(q, k, v, g.amax(-1), beta, state)  # amax > 0 iff some g > 0
 
 
 # --8<-- [end:checks]
@@ -98,14 +99,10 @@ def kda_chunked(
 
     Raises:
         ValueError: chunk_size not positive, a shape not matching, T = 0, g > 0.
+        TypeError: chunk_size not an int.
     """
     _check(q, k, v, g, beta, state)
-    if (
-        isinstance(chunk_size, bool)
-        or not isinstance(chunk_size, int)
-        or chunk_size <= 0
-    ):
-        raise ValueError(f"chunk_size ({chunk_size!r}) must be a positive int")
+    check_positive_int("chunk_size", chunk_size)
     B, H, T, K = k.shape
     N, pad = chunk_size, -T % chunk_size
     q, k, v, g = (F.pad(x, (0, 0, 0, pad)) for x in (q, k, v, g))  # g = 0: no decay

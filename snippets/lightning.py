@@ -23,6 +23,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from snippets.cache import check_cache
+from snippets.checks import check_positive_int
 
 # --8<-- [end:imports]
 
@@ -105,15 +106,11 @@ def lightning_chunked(
     The last chunk may be shorter than N.
 
     Raises:
-        ValueError: as lightning_recurrent, or chunk_size not a positive int.
+        ValueError: as lightning_recurrent, or chunk_size not positive.
+        TypeError: chunk_size not an int.
     """
     _check(q, k, v, slope, state)
-    if (
-        isinstance(chunk_size, bool)
-        or not isinstance(chunk_size, int)
-        or chunk_size <= 0
-    ):
-        raise ValueError(f"chunk_size ({chunk_size!r}) must be a positive int")
+    check_positive_int("chunk_size", chunk_size)
     B, H, T, D = q.shape
     S = q.new_zeros(B, H, D, D) if state is None else state
     s = slope[:, None, None]  # (H, 1, 1)

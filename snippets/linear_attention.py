@@ -29,11 +29,15 @@ __all__ = [
     "gated_delta_chunked",
     "GatedDeltaNet",
     "state_bytes",
+    "check_delta_inputs",
 ]
 
 
 # --8<-- [start:checks]
-def _check_inputs(q, k, v, g, beta, state) -> None:
+from snippets.checks import check_positive_int  # a size: a positive int
+
+
+def check_delta_inputs(q, k, v, g, beta, state) -> None:
     """q, k (B, H, T, K); v (B, H, T, V); g, beta (B, H, T); state (B, H, K, V)."""
     if q.dim() != 4 or q.shape != k.shape or q.size(2) == 0:
         raise ValueError(
@@ -90,7 +94,7 @@ def gated_delta_recurrent(
     Raises:
         ValueError: a shape does not match (the state's too), T = 0 or g > 0.
     """
-    _check_inputs(q, k, v, g, beta, state)
+    check_delta_inputs(q, k, v, g, beta, state)
     B, H, T, K = k.shape
     S = q.new_zeros(B, H, K, v.size(-1)) if state is None else state
     outputs = []
@@ -143,14 +147,10 @@ def gated_delta_chunked(
 
     Raises:
         ValueError: chunk_size not positive, a shape not matching, T = 0, g > 0.
+        TypeError: chunk_size not an int.
     """
-    _check_inputs(q, k, v, g, beta, state)
-    if (
-        isinstance(chunk_size, bool)
-        or not isinstance(chunk_size, int)
-        or chunk_size <= 0
-    ):
-        raise ValueError(f"chunk_size ({chunk_size!r}) must be a positive int")
+    check_delta_inputs(q, k, v, g, beta, state)
+    check_positive_int("chunk_size", chunk_size)
     B, H, T, K = k.shape
     N, pad = chunk_size, -T % chunk_size
     q, k, v = (F.pad(x, (0, 0, 0, pad)) for x in (q, k, v))
