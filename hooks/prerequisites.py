@@ -9,8 +9,9 @@ Every content page names, in its front matter, the earlier pages it builds on:
 The build fails, naming the page, when a page requires a page that is not in the nav or
 comes later in it, requires a page it never links to (a reader must be able to find it), or
 declares nothing (``requires: []`` says "nothing"); when the first link of a page's
-"## Next" section is not the next page of the nav; and when the home page's "Learning path"
-does not link every page of the nav in nav order. The pages of the "API reference" section
+"## Next" section is not the next page of the nav, or that section comes after "## Further
+reading"; and when the home page's "Learning path" does not link every page of the nav in
+nav order. The pages of the "API reference" section
 (generated from docstrings) and notebook pages (no front matter) are not checked.
 """
 
@@ -127,6 +128,9 @@ def page_problems(
                 f"the first link of its '## Next' section must be the next page of the nav, "
                 f"{after}; it is {first or 'missing'}"
             )
+    heads = re.findall(r"^## (Next|Further reading)\s*$", markdown, flags=re.M)
+    if heads[:2] == ["Further reading", "Next"]:
+        problems.append("its '## Next' must come before '## Further reading', as on every page")
     return problems
 
 

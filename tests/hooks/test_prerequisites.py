@@ -87,6 +87,15 @@ def test_a_next_link_that_skips_a_page_is_caught(site):
     assert any("must be the next page of the nav, positions-measured.md" in p for p in found)
 
 
+def test_next_after_further_reading_is_caught(site):
+    text = site[2]["positions.md"][0]
+    start, end = text.index("## Next\n"), text.index("## Further reading\n")
+    planted = text[:start] + text[end:] + "\n" + text[start:end]  # Next moved to the end
+    found = problems(site, "positions.md", markdown=planted)
+    assert "its '## Next' must come before '## Further reading', as on every page" in found
+    assert not problems(site, "positions.md", markdown=text)
+
+
 def test_a_learning_path_that_leaves_out_a_page_is_caught(site):
     text = site[2]["index.md"][0]
     planted = "\n".join(line for line in text.splitlines() if "(taming-softmax.md)" not in line)
