@@ -114,20 +114,8 @@ TINY = {
     "deepseek_v3": (
         "DeepseekV3Config",
         {
-            "q_lora_rank": 24,
-            "kv_lora_rank": 16,
-            "qk_nope_head_dim": 8,
-            "qk_rope_head_dim": 8,
-            "v_head_dim": 12,
-            "num_key_value_heads": 4,
+            **MLA_TINY,
             "head_dim": 8,  # transformers' RoPE reads head_dim: the rope part's
-            "n_routed_experts": 2,
-            "n_shared_experts": 1,
-            "n_group": 1,
-            "topk_group": 1,
-            "first_k_dense_replace": 1,
-            "moe_intermediate_size": 16,
-            **MOE,
             "rope_parameters": {
                 "rope_type": "yarn",
                 "rope_theta": 10000.0,
