@@ -310,6 +310,19 @@ def _positions(spec) -> str:
     return text
 
 
+LENGTHS = {"32k": 32 * 1024, "128k": 128 * 1024, "1M": 1024 * 1024}
+
+
+def kv_within_context(name: str) -> dict:
+    """KV bytes at each of LENGTHS, None where it is past the positions the
+    family's config allows (max_position_embeddings)."""
+    context = published_config(name).max_position_embeddings
+    return {
+        label: kv_bytes(name, tokens) if tokens <= context else None
+        for label, tokens in LENGTHS.items()
+    }
+
+
 def table_rows() -> list[dict]:
     """The page's table: one row per family, from its layers' specs."""
     rows = []
@@ -362,8 +375,8 @@ def table_rows() -> list[dict]:
                 "extras": extras or "-",
                 "model_type": PUBLISHED[name]["model_type"],
                 "kv_token": kv_bytes(name, 1),
-                "kv_32k": kv_bytes(name, 32 * 1024),
-                "kv_128k": kv_bytes(name, 128 * 1024),
+                "context": published_config(name).max_position_embeddings,
+                "kv_at": kv_within_context(name),
             }
         )
     return rows

@@ -9,6 +9,7 @@ from lab.families import (  # noqa: E402
     NO_ROW,
     PUBLISHED,
     kv_bytes,
+    kv_within_context,
     layer_specs,
     specs_kv_bytes,
     table_rows,
@@ -67,3 +68,15 @@ def test_k_eq_v_and_shared_layers_cache_what_they_hold():
     shared = stack(num_kv_shared_layers=12)
     assert sum(s.kv_source is not None for s in shared) == 12
     assert specs_kv_bytes(shared, 1000) == per_token * (15 * 256 * 512 + 3 * 512 * 1000)
+
+
+def test_lengths_past_the_configs_positions_are_left_out():
+    # Llama 3.1 8B allows 131,072 positions: 128k is exactly that, 1M is past it.
+    at = kv_within_context("Llama 3.1 8B")
+    assert at["128k"] == kv_bytes("Llama 3.1 8B", 128 * 1024)
+    assert at["1M"] is None
+    # Gemma 2 9B allows 8,192: every column past it.
+    assert set(kv_within_context("Gemma 2 9B").values()) == {None}
+    rows = {r["family"]: r for r in table_rows()}
+    assert rows["Llama 4 Scout"]["kv_at"]["1M"] == kv_bytes("Llama 4 Scout", 2**20)
+    assert rows["Qwen3 8B"]["context"] == 40960
