@@ -233,12 +233,12 @@ def large4_source(config, index: int) -> int | None:
         return None
     source, rope = config.kv_source_layers[index], config.no_rope_layers
     modes = config.kv_sharing_modes
-    later = [j for j in range(source + 1, index) if modes[j] == "store" and rope[j] == rope[index]]
-    if rope[source] != rope[index] or later:
+    stored = [j for j in range(index) if modes[j] == "store" and rope[j] == rope[index]]
+    if not stored or stored[-1] != source:
         _refuse(
             "kv_source_layers",
             config.kv_source_layers,
-            f"layer {index} would read layer {later[-1] if later else None}'s latents "
+            f"layer {index} would read layer {stored[-1] if stored else None}'s latents "
             f"(the last stored of its kind), not layer {source}'s",
         )
     return source
