@@ -17,7 +17,7 @@ import torch
 pytest.importorskip("transformers")
 
 import snippets.learned_temperature as lt  # noqa: E402
-from lab.from_transformers import load_attention, load_attentions  # noqa: E402
+from lab.from_transformers import load_attention, load_attentions, spec_from_config  # noqa: E402
 from lab.tiny_models import record_layers, tiny_model  # noqa: E402
 from lab.todays_models import T, compare, run_all  # noqa: E402
 
@@ -171,3 +171,17 @@ def test_a_config_it_cannot_express_names_the_field(change, field):
     index = {"indexer_types": 0, "kv_source_layers": 5}[field]
     with pytest.raises(ValueError, match=rf"config\.{re.escape(field)}"):
         load_attention(model, index)
+
+
+def test_its_row_caches_latents_by_kind_and_nothing_for_a_reader():
+    import transformers
+
+    from lab.families import kv_bytes, specs_kv_bytes
+
+    # the defaults: 72 layers, every 4th NoPE (a latent of 512), the others 512 + 64
+    assert kv_bytes("Mistral Large 4 (defaults)", 1000) == (54 * 576 + 18 * 512) * 1000 * 2
+    sources = [0, 1, 2, 3, 2, 5, 6, 3]  # 4 reads 2's (RoPE) latents, 7 3's (NoPE)
+    config = transformers.MistralLarge4TextConfig(num_hidden_layers=8, kv_source_layers=sources)
+    specs = [spec_from_config(config, i) for i in range(8)]
+    assert [s.kv_source for s in specs] == [None] * 4 + [2, None, None, 3]
+    assert specs_kv_bytes(specs, 10) == (5 * 576 + 512) * 10 * 2
