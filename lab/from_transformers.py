@@ -8,7 +8,9 @@ output) for the hidden states it receives. Families: Llama (with Llama 3's RoPE
 scaling), Mistral, Qwen3, Gemma 2, Gemma 3 (text), gpt-oss, DeepSeek-V3
 (MLA), Llama 4 (text), Qwen3-Next, Gemma 4 (text, lab/from_transformers_gemma.py),
 DeepSeek-V3.2 and GLM-5 (MLA with DSA's indexer), Mistral 4 (MLA with a query
-temperature) and DeepSeek-V4 (its compressed layers; lab/from_transformers_deepseek.py),
+temperature), Mistral Large 4 (DSA with a temperature learned per head, NoPE layers and
+layers reading an earlier layer's latents) and DeepSeek-V4 (its compressed layers;
+lab/from_transformers_deepseek.py),
 Kimi Linear, Qwen3.5 and MiniMax (their linear layers: lab/linear_from_transformers.py),
 and, on the same pieces, Olmo 3, SmolLM3, Seed-OSS, Apertus, EXAONE 4 (EXAONE 4.5's text
 model) and MiniMax-M2. A config the guide's layer cannot express raises a ValueError
