@@ -8,7 +8,7 @@ here. Qwen3-Next's linear-attention layers have no per-token cache (their
 state has a fixed size) and are counted as such.
 
 The families of 2026 that the suite proves equal on the same pieces (Gemma 4,
-Olmo 3, SmolLM3, Seed-OSS, Apertus, EXAONE 4) enter as transformers 5.23's
+Olmo 3, SmolLM3, Seed-OSS, Apertus, EXAONE 4, Mistral Large 4) enter as transformers 5.23's
 configuration defaults, which its docstrings describe as similar to the named
 checkpoint ("source", the link the docstring gives): no published config.json
 of theirs is at hand to copy, so their rows say "(defaults)". MiniMax-M2's
@@ -235,6 +235,12 @@ PUBLISHED = {
             "partial_rotary_factor": 0.5,
         },
     },
+    # transformers 5.23's MistralLarge4TextConfig defaults: 72 layers, every 4th NoPE, every
+    # layer its own latents and indexer (no kv_source_layers or indexer_types given).
+    "Mistral Large 4 (defaults)": {
+        "source": DEFAULTS.format("mistralai/Mistral-Large-4-1T-A52B"),
+        "model_type": "mistral_large4_text",
+    },
 }
 # Families the suite proves equal that have no row, and why.
 NO_ROW = {
@@ -286,7 +292,8 @@ def specs_kv_bytes(specs: list, tokens: int, bytes_per_element: int = 2) -> int:
         if spec is None:
             continue
         if isinstance(spec, MLASpec):
-            total += (spec.kv_rank + spec.rope_head_size) * tokens
+            if getattr(spec, "kv_source", None) is None:  # a reader caches nothing
+                total += (spec.kv_rank + spec.rope_head_size) * tokens
             continue
         if spec.kv_source is not None:
             continue
@@ -298,7 +305,7 @@ def specs_kv_bytes(specs: list, tokens: int, bytes_per_element: int = 2) -> int:
 
 def _positions(spec) -> str:
     if spec.rope is None:
-        return "none (NoPE)" + (", temperature" if spec.temperature else "")
+        return "none (NoPE)" + (", temperature" if getattr(spec, "temperature", 0) else "")
     r = spec.rope
     text = f"RoPE {r.base:,.0f}"
     if r.rotary_dim:
@@ -339,8 +346,11 @@ def table_rows() -> list[dict]:
         if isinstance(first, MLASpec):
             heads = f"{first.n_head} / latent"
             size = f"{first.nope_head_size}+{first.rope_head_size} (v {first.v_head_size})"
-            extras = f"MLA: q {first.q_rank}, kv {first.kv_rank}, rope key {first.rope_head_size}"
+            q = "from x" if first.q_rank is None else first.q_rank
+            extras = f"MLA: q {q}, kv {first.kv_rank}, rope key {first.rope_head_size}"
             norm = "RMSNorm on q and kv latents"
+            if first.q_rank is None:
+                norm = "RMSNorm on the kv latent"
         else:
             heads = "; ".join(sorted({f"{s.n_head} / {s.n_kv_head}" for s in attention}))
             size = "; ".join(str(d) for d in sorted({s.head_size for s in attention}))

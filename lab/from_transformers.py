@@ -8,7 +8,9 @@ output) for the hidden states it receives. Families: Llama (with Llama 3's RoPE
 scaling), Mistral, Qwen3, Gemma 2, Gemma 3 (text), gpt-oss, DeepSeek-V3
 (MLA), Llama 4 (text), Qwen3-Next, Gemma 4 (text, lab/from_transformers_gemma.py),
 DeepSeek-V3.2 and GLM-5 (MLA with DSA's indexer), Mistral 4 (MLA with a query
-temperature) and DeepSeek-V4 (its compressed layers; lab/from_transformers_deepseek.py),
+temperature), Mistral Large 4 (DSA with a temperature learned per head, NoPE layers and
+layers reading an earlier layer's latents) and DeepSeek-V4 (its compressed layers;
+lab/from_transformers_deepseek.py),
 Kimi Linear, Qwen3.5 and MiniMax (their linear layers: lab/linear_from_transformers.py),
 and, on the same pieces, Olmo 3, SmolLM3, Seed-OSS, Apertus, EXAONE 4 (EXAONE 4.5's text
 model) and MiniMax-M2. A config the guide's layer cannot express raises a ValueError
@@ -29,13 +31,14 @@ Qwen3-Next's linear layers) can bring its own loader.
 
 import dataclasses
 import math
+import types
 from collections.abc import Callable
 
 import torch
 import torch.nn as nn
 
+from lab.from_transformers_deepseek import large4_spec, text_model, wire
 from lab.from_transformers_deepseek import loaders as deepseek_loaders
-from lab.from_transformers_deepseek import wire
 from lab.from_transformers_gemma import FAMILY as GEMMA4
 from lab.from_transformers_gemma import gemma4_fields
 from lab.linear_from_transformers import load_linear_attention
@@ -80,6 +83,7 @@ FAMILIES = {
     "glm_moe_dsa": "adjacent",
     "mistral4": "adjacent",  # rope_interleave=True, its default
     "deepseek_v4": "adjacent",  # its own layer: lab/from_transformers_deepseek.py
+    "mistral_large4_text": "adjacent",  # interleaved, as DeepSeek's: the same file
 }
 # QK-norm per head, or over all heads together (OLMo's, MiniMax's).
 QK_NORM = {
@@ -163,6 +167,8 @@ def spec_from_config(config, index: int) -> AttentionSpec | MLASpec:
     family = config.model_type
     if family not in FAMILIES:
         _refuse(config, "model_type", family, f"not one of {list(FAMILIES)}")
+    if family == "mistral_large4_text":  # MLA of its own kind: the DeepSeek-like file
+        return large4_spec(config, index, _BASE)
     kind_name = layer_type(config, index)
     if kind_name not in KINDS:
         _refuse(config, "layer_types", kind_name, f"layer {index}: no loader for it")
@@ -351,11 +357,10 @@ def _load_mla(module: nn.Module, spec: MLASpec, config) -> LatentAttention:
 
 
 # DSA layers (DeepSeek-V3.2, GLM-5) and Mistral 4's: MLA as loaded here, and a piece.
-LAYER_LOADERS.update(
-    deepseek_loaders(
-        mla_spec=_mla_spec, load_mla=_load_mla, layer_type=layer_type, rope_spec=rope_spec
-    )
+_BASE = types.SimpleNamespace(
+    mla_spec=_mla_spec, load_mla=_load_mla, layer_type=layer_type, rope_spec=rope_spec
 )
+LAYER_LOADERS.update(deepseek_loaders(**vars(_BASE)))
 
 
 def load_attention(model: nn.Module, layer_index: int) -> nn.Module:
@@ -366,9 +371,11 @@ def load_attention(model: nn.Module, layer_index: int) -> nn.Module:
     (DeepSeek-V3.2's and GLM-5's sparse, Mistral 4's tempered): call it as
     layer(x) on the hidden states the transformers layer receives.
     """
+    model = text_model(model)  # Mistral Large 4's whole model: its text model
     config = model.config
     kind = layer_type(config, layer_index)
-    loader = LAYER_LOADERS.get(kind) or LAYER_LOADERS.get(config.model_type)
+    # by model_type first: Mistral Large 4's "indexed_attention" layers are not DSA's
+    loader = LAYER_LOADERS.get(config.model_type) or LAYER_LOADERS.get(kind)
     if loader is not None:
         return loader(model, layer_index)
     spec = spec_from_config(config, layer_index)
@@ -385,4 +392,5 @@ def load_attention(model: nn.Module, layer_index: int) -> nn.Module:
 def load_attentions(model: nn.Module) -> list[nn.Module]:
     """Every layer's load_attention, wired as the model runs them: a GLM-5 layer
     that reuses an earlier layer's top-k choice reads that layer's."""
+    model = text_model(model)
     return wire([load_attention(model, i) for i in range(model.config.num_hidden_layers)])

@@ -12,21 +12,39 @@
   rope_parameters' llama_4_scaling_beta over original_max_position_embeddings.
 - deepseek_v4: a snippets.compressed_attention.CompressedAttention, its window,
   heavily compressed or compressed sparse layer (config.layer_types).
+- mistral_large4 (its text model, mistral_large4_text): a
+  snippets.learned_temperature.LearnedTemperatureAttention: queries from x, the
+  learned per-head temperature, LeRoPE's learned frequencies (none on
+  config.no_rope_layers' NoPE layers), the indexer's queries from LayerNorm(x), its
+  "shared" layers reusing the last "full" one's choice, and layers reading an
+  earlier layer's latents (config.kv_source_layers).
 
 transformers is a tooling dependency: snippets/ never imports it.
 """
 
 import functools
+import math
 from types import SimpleNamespace
 
 import torch
 import torch.nn as nn
 
 from snippets.compressed_attention import CompressedAttention, CompressedSpec
+from snippets.learned_temperature import Large4Spec, LearnedTemperatureAttention
 from snippets.rope_scaling import frequencies
 from snippets.sparse_mla import IndexerSpec, SparseLatentAttention, TemperedLatentAttention
 
-__all__ = ["INDEXER_PAIRS", "loaders", "load_dsa", "load_mistral4", "load_v4", "wire"]
+__all__ = [
+    "INDEXER_PAIRS",
+    "loaders",
+    "load_dsa",
+    "load_mistral4",
+    "load_v4",
+    "load_large4",
+    "large4_spec",
+    "text_model",
+    "wire",
+]
 
 # model_type -> the indexer's RoPE pairs (the MLA's own are adjacent in both).
 INDEXER_PAIRS = {"deepseek_v32": "half", "glm_moe_dsa": "adjacent"}
@@ -188,4 +206,135 @@ def loaders(**base) -> dict:
         "indexed_attention": functools.partial(load_dsa, base=base),
         "mistral4": functools.partial(load_mistral4, base=base),
         "deepseek_v4": functools.partial(load_v4, base=base),
+        **dict.fromkeys(LARGE4, functools.partial(load_large4, base=base)),
     }
+
+
+# --- Mistral Large 4 ---------------------------------------------------------------------
+
+LARGE4 = ("mistral_large4_text", "mistral_large4")  # its text model, and the whole
+
+
+def text_model(model: nn.Module) -> nn.Module:
+    """A Mistral Large 4 model's text model (its decoder); any other model as it is."""
+    if getattr(model.config, "model_type", None) != "mistral_large4":
+        return model
+    inner = model.model if hasattr(model, "model") else model
+    return inner.language_model
+
+
+def large4_source(config, index: int) -> int | None:
+    """The layer whose latents layer `index` reads (config.kv_source_layers), or None.
+
+    transformers keeps one latent per kind (RoPE, NoPE) and a reader takes the
+    last one stored: the source must be of its kind, and the last of its kind."""
+    mode = config.kv_sharing_modes[index]
+    if mode not in ("reuse", "reuse_but_indexer"):
+        return None
+    source, rope = config.kv_source_layers[index], config.no_rope_layers
+    modes = config.kv_sharing_modes
+    stored = [j for j in range(index) if modes[j] == "store" and rope[j] == rope[index]]
+    if not stored or stored[-1] != source:
+        _refuse(
+            "kv_source_layers",
+            config.kv_source_layers,
+            f"layer {index} would read layer {stored[-1] if stored else None}'s latents "
+            f"(the last stored of its kind), not layer {source}'s",
+        )
+    return source
+
+
+def large4_spec(config, index: int, base):
+    """Layer `index` of a Mistral Large 4 text config as a Large4Spec."""
+    base.layer_type(config, index)  # checks the index
+    use_rope = bool(config.no_rope_layers[index])
+    Dn, Dr = config.qk_nope_head_dim, config.qk_rope_head_dim
+    rope = None
+    if use_rope:
+        rope = base.rope_spec(config, "full_attention", Dr)  # head_dim: Dr, set by the config
+        if rope.rotary_dim is not None:
+            _refuse("rope_parameters", config.rope_parameters, f"must turn all {Dr}")
+    params = config.rope_parameters  # every layer's scale, NoPE too: transformers' rule
+    scale = (Dn + Dr) ** -0.5
+    m, factor = params.get("mscale_all_dim"), params.get("factor") or 1.0
+    if params.get("rope_type", "default") != "default" and m and factor > 1:
+        scale *= (0.1 * m * math.log(factor) + 1) ** 2  # YaRN's mscale, squared
+    if config.num_key_value_heads != config.num_attention_heads:
+        _refuse("num_key_value_heads", config.num_key_value_heads, "one latent, all heads")
+    return Large4Spec(
+        n_embed=config.hidden_size,
+        n_head=config.num_attention_heads,
+        kv_rank=config.kv_lora_rank,
+        nope_head_size=Dn if use_rope else Dn + Dr,  # NoPE: the whole head from the latent
+        rope_head_size=Dr if use_rope else 0,
+        v_head_size=config.v_head_dim,
+        rope=rope,
+        scale=scale,
+        eps=config.rms_norm_eps,  # the kv latent's RMSNorm
+        bias=bool(config.attention_bias),
+        kv_source=large4_source(config, index),
+    )
+
+
+@torch.no_grad()
+def load_large4(model: nn.Module, index: int, base) -> LearnedTemperatureAttention:
+    """Layer `index` of a Mistral Large 4 model (its text model, or the whole).
+
+    A "shared" layer (config.indexer_types) comes back without an indexer; its
+    source_index names the last earlier "full" layer, whose choice it reads."""
+    model = text_model(model)
+    config = model.config
+    spec = large4_spec(config, index, base)
+    types = config.indexer_types
+    if types[index] not in ("full", "shared"):
+        _refuse("indexer_types", types[index], f"layer {index}: 'full' or 'shared'")
+    earlier = [i for i in range(index) if types[i] == "full"]
+    if types[index] == "shared" and not earlier:
+        _refuse("indexer_types", types[: index + 1], f"layer {index} shares no earlier indexer")
+    indexer = None
+    if types[index] == "full":
+        indexer = IndexerSpec(
+            n_head=config.index_n_heads,
+            head_size=config.index_head_dim,
+            rope_dims=config.qk_rope_head_dim,
+            top_k=config.index_topk,
+            pairs="adjacent",  # transformers' apply_rotary_pos_emb_interleave
+        )
+    theirs = _module(model, index)
+    layer = LearnedTemperatureAttention(spec, indexer).to(theirs.o_proj.weight.dtype)
+    rotary = model.rotary_emb
+    if layer.turn is not None:  # LeRoPE: theta_i * exp(alpha_i), alpha loaded
+        theta = layer.turn.theta.float()
+        if not torch.allclose(theta, rotary.inv_freq.float(), rtol=1e-5) or (
+            layer.turn.gain != rotary.attention_scaling
+        ):
+            _refuse("rope_parameters", config.rope_parameters, "other frequencies than its RoPE's")
+        layer.turn.alpha.copy_(rotary.alpha)
+    pairs = [
+        (layer.q_proj.weight, theirs.q_proj.weight),
+        (layer.kv_up.weight, theirs.kv_b_proj.weight),
+        (layer.proj.weight, theirs.o_proj.weight),
+        (layer.temperature.scale, theirs.softmax_scaling.scale),
+        (layer.temperature.bias, theirs.softmax_scaling.bias),
+    ]
+    if spec.bias:
+        pairs.append((layer.proj.bias, theirs.o_proj.bias))
+    if spec.kv_source is None:
+        pairs += [(layer.kv_down.weight, theirs.kv_a_proj_with_mqa.weight)]
+        pairs += [(layer.kv_norm.weight, theirs.kv_a_layernorm.weight)]
+        if spec.bias:
+            pairs.append((layer.kv_down.bias, theirs.kv_a_proj_with_mqa.bias))
+    if indexer is None:
+        layer.source_index = earlier[-1]
+    else:
+        ours, ix = layer.indexer, theirs.indexer
+        pairs += [(ours.q.weight, ix.wq_b.weight), (ours.k.weight, ix.wk.weight)]
+        pairs += [(ours.k_norm.weight, ix.k_norm.weight), (ours.k_norm.bias, ix.k_norm.bias)]
+        pairs += [(ours.q_norm.weight, ix.q_input_norm.weight)]
+        pairs += [(ours.q_norm.bias, ix.q_input_norm.bias)]
+        pairs += [(ours.weights.weight, ix.weights_proj.weight)]
+        pairs += [(ours.temperature.scale, ix.softmax_scaling.scale)]
+        pairs += [(ours.temperature.bias, ix.softmax_scaling.bias)]
+    for mine, them in pairs:
+        mine.copy_(them)
+    return layer.eval()

@@ -13,7 +13,7 @@ which wrong layers still agree: perturb() makes attention sharp.
 import torch
 import torch.nn as nn
 
-__all__ = ["TINY", "tiny_config", "tiny_model", "perturb", "record_layers", "WINDOW"]
+__all__ = ["TINY", "tiny_config", "tiny_model", "decoder", "perturb", "record_layers", "WINDOW"]
 
 WINDOW = 8  # every window and chunk; the tests run T = 3 * WINDOW
 # What every tiny model shares: C = 48 channels, H = 4 heads of D = 16
@@ -149,6 +149,28 @@ TINY = {
                 "mscale": 1.0,
                 "llama_4_scaling_beta": 0.1,
                 "partial_rotary_factor": 0.5,  # Dr / (Dn + Dr)
+            },
+        },
+    ),
+    "mistral_large4_text": (
+        "MistralLarge4TextConfig",
+        {  # every kind of its layers: RoPE and NoPE, latents stored and read, indexers
+            # of their own and shared (on a layer that reads another's latents too)
+            **{k: v for k, v in MLA_TINY.items() if k != "q_lora_rank"},  # q from x
+            **DSA_TINY,
+            "num_hidden_layers": 6,
+            "no_rope_layers": [1, 1, 0, 1, 0, 1],  # 1: RoPE
+            "kv_source_layers": [0, 0, 2, 3, 2, 3],  # 1 reads 0's latents, 4 2's, 5 3's
+            "indexer_types": ["full", "shared", "full", "full", "shared", "full"],
+            "rope_parameters": {  # its YaRN, the length shrunk, with an mscale on the scores
+                "rope_type": "yarn",
+                "rope_theta": 10000.0,
+                "factor": 8.0,
+                "original_max_position_embeddings": WINDOW,
+                "beta_fast": 32.0,
+                "beta_slow": 1.0,
+                "attention_factor": 1.0,
+                "mscale_all_dim": 1.0,
             },
         },
     ),
@@ -307,7 +329,12 @@ TINY = {
 }
 
 # Families AutoModelForCausalLM does not map (transformers 5.23): their own class.
-NOT_AUTO = {"mistral4": "Mistral4ForCausalLM"}
+NOT_AUTO = {"mistral4": "Mistral4ForCausalLM", "mistral_large4_text": "MistralLarge4TextModel"}
+
+
+def decoder(model: nn.Module) -> nn.Module:
+    """What holds the layers: model.model, or the model (a bare text model)."""
+    return model.model if hasattr(model, "model") else model
 
 
 def tiny_config(family: str, **changes):
@@ -343,7 +370,10 @@ def perturb(model: nn.Module, seed: int = 0, std: float = 0.25) -> None:
     norms and sinks too, around their usual values): scores of several units,
     sharp rows."""
     g = torch.Generator().manual_seed(seed)
-    for layer in model.model.layers:
+    rotary = getattr(decoder(model), "rotary_emb", None)
+    if hasattr(rotary, "alpha"):  # Mistral Large 4's learned RoPE frequencies: exp(alpha)
+        rotary.alpha.copy_(torch.randn(rotary.alpha.shape, generator=g) * std)
+    for layer in decoder(model).layers:
         attention = getattr(layer, "self_attn", None) or getattr(layer, "linear_attn", None)
         if attention is None:
             continue
@@ -363,7 +393,7 @@ def record_layers(model: nn.Module, tokens: torch.Tensor) -> list[dict]:
     linear) got and gave: {"x": hidden states (B, T, C), "y": first output,
     "weights": second, None for a linear layer}."""
     seen, hooks = [], []
-    for layer in model.model.layers:
+    for layer in decoder(model).layers:
         module = getattr(layer, "self_attn", None) or getattr(layer, "linear_attn", None)
         seen.append({})
         if module is None:

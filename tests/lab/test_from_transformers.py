@@ -38,7 +38,8 @@ def recorded(family: str):
 @pytest.mark.parametrize("family", list(FAMILIES))
 def test_every_layer_equals_transformers(family):
     r = compare(family)  # every layer, whole sequence and cached decode steps
-    assert r["layers"] == {"gemma3_text": 6, "gemma4_text": 8}.get(family, 4)  # linear layers too
+    layers = {"gemma3_text": 6, "gemma4_text": 8, "mistral_large4_text": 6}
+    assert r["layers"] == layers.get(family, 4)  # linear layers too
     # Sharp: the mean of each row's largest weight (uniform over 24 keys: 0.04).
     assert r["sharpness"] > 0.4, f"attention too flat to tell layers apart: {r['sharpness']:.2f}"
     assert r["whole"] < RTOL, f"{family}: whole sequence differs by {r['whole']:.2e}"
