@@ -22,7 +22,7 @@ markdown_extensions:
   - pymdownx.details
   - pymdownx.superfences
 """
-MODULE = '''
+MODULE = """
 def table():
     return (
         "| T | ms |\\n| ---: | ---: |\\n| 64 | 1.25 |\\n| 128 | 1.83 |\\n\\n"
@@ -40,7 +40,7 @@ def broken():
 
 def not_text():
     return 3
-'''
+"""
 GOOD = """# Good
 
 Intro.
@@ -96,9 +96,12 @@ def test_a_page_with_directives_builds_with_tables_notes_and_values(tmp_path):
         ("<!-- result: planted_nowhere:table -->", "cannot import planted_nowhere"),
         ("<!-- result: planted_results:missing -->", "planted_results has no function missing"),
         ("<!-- result: planted_results:broken -->", "planted_results:broken() raised KeyError"),
-        ("<!-- result: planted_results:not_text -->", "planted_results:not_text() returned int, not Markdown"),
+        ("<!-- result: planted_results:not_text -->", "not_text() returned int, not Markdown"),
         ("<!-- result: planted_results -->", "is not module:function"),
-        ("The ratio <!-- value: planted_results:values speedup --> here.", "planted_results:values() has no key 'speedup'"),
+        (
+            "The ratio <!-- value: planted_results:values speedup --> here.",
+            "values() has no key 'speedup'",
+        ),
         ("The ratio <!-- value: planted_results:values --> here.", "is not `module:function key`"),
         ("Table: <!-- result: planted_results:table -->", "must be a line of its own"),
     ],
