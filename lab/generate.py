@@ -320,7 +320,6 @@ def guide_result() -> str:
         ],
         seeds=run["config"]["seed"],
         seconds=run.get("process_seconds"),
-        clock="CPU",
     )
     return (
         f"Losses in nats per character, at the last records:\n\n{table}\n\n"

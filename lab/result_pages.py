@@ -21,7 +21,7 @@ import re
 
 from lab.paths import RESULTS_DIR
 
-_NUMBER = re.compile(r"^[-+x~]?[\d,.]+(e[-+]?\d+)?\s*%?$|^n/a$|^\?$")
+_NUMBER = re.compile(r"^$|^[-+x~±]?[\d,.]+(e[-+]?\d+)?\s*%?$|^n/a$|^\?$")
 NOTE_TITLE = "How this was measured"
 
 
@@ -77,6 +77,13 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
+def shown_command(command: str) -> str:
+    """A result's command as a reader would type it: without `--out /tmp/...` (the scratch
+    folder a run wrote to before its files were copied here) and `--note ...` (shown apart)."""
+    command = re.sub(r"\s--note\s.*$", "", command)
+    return re.sub(r"\s--out\s+/tmp/\S+", "", command)
+
+
 def machine_line(data: dict) -> str:
     """The processor, cores, memory, torch and its threads, and the date of a result file."""
     m = data["machine"]
@@ -105,6 +112,7 @@ def measured_note(
     seeds=None,
     seconds: float | None = None,
     clock: str = "wall-clock",
+    notes: bool = True,
 ) -> str:
     """The collapsed note of a result: how it was measured.
 
@@ -114,18 +122,23 @@ def measured_note(
         settings: lines about the run's settings (sizes, steps, repetitions).
         seeds: the seeds, when the result has any.
         seconds: the run's time; clock says which ("CPU" or "wall-clock").
+        notes: show each run's `note` (the sentence its command was given).
     """
     runs = data if isinstance(data, list) else [data]
     items = []
     for run in runs:
-        items.append(f"- Command: `{run['command']}`")
+        env = "".join(f"'{k}={v}' " for k, v in run.get("environment", {}).items())
+        command = (
+            f"env {env}{shown_command(run['command'])}" if env else shown_command(run["command"])
+        )
+        items.append(f"- Command: `{command}`")
     for line in sorted({machine_line(run) for run in runs}):
         items.append(f"- Machine: {line}")
     for run in runs:
         load = load_line(run)
         if load:
             items.append(f"- {load[0].upper()}{load[1:]}")
-        if run.get("note"):
+        if notes and run.get("note"):
             items.append(f"- Note kept with the run: {run['note']}")
     items += [f"- {line}" for line in settings]
     if seeds is not None:
@@ -143,3 +156,9 @@ def value_table(values: dict) -> dict[str, str]:
         if not isinstance(text, str) or not re.fullmatch(r"[\w.-]+", key):
             raise ValueError(f"value {key!r}: keys are words, values text ({text!r})")
     return values
+
+
+def preformatted(text: str) -> str:
+    """A command's printed table as it prints it, in a text block (for tables whose
+    layout, with sub-columns or notes under them, a Markdown table would not keep)."""
+    return f"```text\n{text.rstrip()}\n```"
