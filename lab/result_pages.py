@@ -21,7 +21,7 @@ import re
 
 from lab.paths import RESULTS_DIR
 
-_NUMBER = re.compile(r"^$|^[-+x~±]?[\d,.]+(e[-+]?\d+)?\s*%?$|^n/a$|^\?$")
+_NUMBER = re.compile(r"^-?$|^[-+x~±]?[\d,.]+(e[-+]?\d+)?\s*%?$|^n/a$|^\?$")
 NOTE_TITLE = "How this was measured"
 
 
