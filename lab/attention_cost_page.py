@@ -186,7 +186,7 @@ def page_values() -> dict[str, str]:
     """The numbers of docs/attention-cost.md's prose, from the result files."""
     data, H = _run()
     T = max(data["settings"]["seq_lens"])
-    fwd = {v: lookup(data, v, H, T)["forward"]["peak_bytes"] / 2**20 for v in ("per-head", "manual", "sdpa")}
+    fwd = {v: lookup(data, v, H, T)["forward"]["peak_bytes"] / 2**20 for v in VARIANTS}
     worst = max(r["max_abs_diff_vs_sdpa"] for r in data["results"])
     overhead = load("attention-overhead.json")["results"]
     extra = [r["module_us"] - r["inline_us"] for r in overhead]
@@ -206,7 +206,10 @@ def page_values() -> dict[str, str]:
 def small_T_values() -> dict[str, str]:
     """Forward+backward at T = 64 of per-head, manual and SDPA (the optimization page)."""
     data, H = _run()
-    ms = {v: lookup(data, v, H, 64)["forward_backward"]["median_ms"] for v in ("per-head", "manual", "sdpa")}
+    ms = {
+        v: lookup(data, v, H, 64)["forward_backward"]["median_ms"]
+        for v in ("per-head", "manual", "sdpa")
+    }
     return value_table(
         {
             "per_head": f"{ms['per-head']:.2f}",
