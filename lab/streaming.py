@@ -387,3 +387,14 @@ def bos_result() -> str:
 
 def eviction_result() -> str:
     return preformatted(eviction_table(load("streaming.json")))
+
+
+def sinks_result() -> str:
+    """The three tables of the sink experiment for docs/taming-softmax.md, one note."""
+    data = load("streaming.json")
+    return (
+        f"Weight on BOS:\n\n{bos_result()}\n\n"
+        "Excess nats over the task's own rule, after the first window:\n\n"
+        f"{from_text(loss_table(data))}\n\nWhat evicting BOS changes:\n\n{eviction_result()}"
+        f"\n\n{_note(data)}"
+    )
