@@ -283,6 +283,27 @@ def download_name(src_uri: str) -> str:
     return Path(src_uri).with_suffix("").as_posix().replace("/", "-")
 
 
+# Why blocks are left out, as the page's header says it: the start of Cell.left_out -> words.
+_REASONS = (
+    ("needs the guide's repository (it imports", "they import the guide's tooling (lab/, tests/)"),
+    ("needs the guide's repository (it reads", "they read a file of the repository"),
+    ("skipped on the page", "they are not run on the page"),
+    ("needs the block at", "they use what such a block made"),
+)
+
+
+def left_out_reasons(cells: list[Cell]) -> str:
+    """The reasons of a page's left-out blocks, only those that occur, in one phrase."""
+    found = [
+        words
+        for start, words in _REASONS
+        if any(c.left_out and c.left_out.startswith(start) for c in cells)
+    ]
+    if len(found) > 1:
+        found = [found[0], *(w.removeprefix("they ") for w in found[1:])]
+    return ", ".join(found[:-1]) + (" or " if len(found) > 1 else "") + found[-1]
+
+
 def on_config(config):
     md = markdown_lib.Markdown(
         extensions=config["markdown_extensions"], extension_configs=config["mdx_configs"]
@@ -335,8 +356,7 @@ def on_page_markdown(markdown, page, config, files):
     left_out = len(cells) - len(runnable)
     skipped = (
         f" {left_out} of its {len(cells)} blocks are left out, each with its reason above its "
-        "code: they need the repository itself (a committed result file or one of its "
-        "modules), are not run on the page, or use what such a block made."
+        f"code: {left_out_reasons(cells)}."
         if left_out
         else ""
     )

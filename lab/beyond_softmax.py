@@ -325,3 +325,30 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+# ------------------------------------------------------------------ the page's results
+# Rendered into docs/beyond-softmax.md by the build (hooks/results.py).
+
+
+def cost_result() -> str:
+    """The forward passes' CPU ms and peak memory per T, and how they were measured."""
+    from lab.result_pages import load, markdown_table, measured_note
+
+    data = load("beyond-softmax-cost.json")
+    seq_lens = data["settings"]["seq_lens"]
+    rows = [
+        [
+            LABELS[name],
+            *(f"{c['cpu_ms']:.1f}" for c in cells),
+            " ".join(f"x{f:.1f}" for f in per_doubling(cells)),
+            f"{cells[-1]['peak_bytes'] / 2**20:.1f}",
+        ]
+        for name, cells in data["results"].items()
+    ]
+    header = ["forward pass", *(f"T={T}" for T in seq_lens), "x per doubling"]
+    header.append(f"peak MiB at T={seq_lens[-1]}")
+    note = measured_note(
+        data, [f"median CPU ms of {data['settings']['repetitions']} runs, one thread"]
+    )
+    return f"{markdown_table(header, rows)}\n\n{note}"

@@ -242,3 +242,40 @@ def settings_from(args) -> dict:
     if args.seeds is not None:
         settings["seeds"] = args.seeds
     return settings
+
+
+# ------------------------------------------------------------------ the page's results
+# Rendered into docs/beyond-softmax.md by the build (hooks/results.py) from the result file.
+
+
+def recall_result() -> str:
+    """Median recall (lowest-highest seed), a row per number of pairs, a column per
+    variant; Zoology's predictions beside the measurement; how the run was made."""
+    from lab.result_pages import load, markdown_table, measured_note
+
+    data = load("beyond-softmax-recall.json")
+    rows = []
+    for p in data["settings"]["eval_pairs"]:
+        cells = [str(p)]
+        for r in data["variants"].values():
+            runs = r["recall"][str(p)]
+            cells.append(f"{statistics.median(runs):.2f} ({min(runs):.2f}-{max(runs):.2f})")
+        rows.append(cells)
+    header = ["pairs", *(LABELS[v] for v in data["variants"])]
+    table = markdown_table(header, rows, "median recall (lowest-highest seed)")
+    verdict = "\n".join(f"- {line}" for line in predictions(data).splitlines())
+    s, t = data["settings"], data["training"]
+    cpu = sum(sum(v["cpu_seconds"]) for v in data["variants"].values())
+    note = measured_note(
+        data,
+        [
+            f"C={t['n_embed']}, T={t['length']}, pairs {t['min_pairs']}-{t['max_pairs']};"
+            f" {t['steps']} steps of {t['batch']} rows, lr {t['lr']};"
+            f" {s['eval_rows']} rows scored per count",
+            f"{s['seeds'] * len(data['variants'])} models trained and scored",
+        ],
+        seeds=list(range(s["seeds"])) if isinstance(s["seeds"], int) else s["seeds"],
+        seconds=cpu,
+        clock="CPU",
+    )
+    return f"{table}\n\n{verdict}\n\n{note}"

@@ -201,3 +201,31 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+# ------------------------------------------------------------------ the page's results
+# Rendered into docs/positions.md by the build (hooks/results.py) from the result file.
+
+
+def result() -> str:
+    """Each rule's loss at 2x and 4x, without training and fine-tuned; how it ran."""
+    from lab.result_pages import load, markdown_table, measured_note
+
+    data = load("context-extension.json")
+    rows = [
+        [
+            r["rule"] if r["factor"] > 1 else "trained",
+            f"{r['factor']}T",
+            f"{r['scaled']:.3f}",
+            f"{r['finetuned']:.3f}" if "finetuned" in r else "-",
+        ]
+        for r in data["rows"]
+    ]
+    table = markdown_table(["rule", "length", "no training", "fine-tuned"], rows)
+    s = data["setup"]
+    note = measured_note(
+        data,
+        [f"trained {s['steps']} steps at T = {s['T']}; fine-tuned {s['finetune_steps']} steps"],
+        seeds=s["seed"],
+    )
+    return f"{table}\n\n{note}"

@@ -16,6 +16,7 @@ import torch
 
 from lab.common import TRAINING_RESULTS, command_line, note_load_after, result_header
 from lab.experiment import Command
+from lab.result_pages import load, markdown_table, measured_note, value_table
 from lab.style import FIGURE_WIDTH, pyplot
 from snippets.generate import check_sampling, generate, load_model, stream
 from snippets.model import GPT, GPTConfig
@@ -228,3 +229,99 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+# ------------------------------------------------------------------ the generation page
+# Rendered into docs/generation.md by the build (hooks/results.py) from the committed files.
+
+
+def _bench_numbers(data: dict) -> dict:
+    """What the page reads from a --bench-kv-cache result: per-token medians."""
+    C, first, last = (
+        data["model"]["n_embed"],
+        1 + data["prompt_tokens"],
+        data["model"]["context_length"],
+    )
+    ms = data["kv_cache"]["median_ms_by_position"]
+    return {"C": C, "first": first, "last": last, "ms": ms}
+
+
+def kv_cache_result() -> str:
+    """The recompute-against-cache table of docs/generation.md, and how it was measured."""
+    data = load("training/kv-cache.json")
+    rows = []
+    for key, label in (("recompute", "recompute"), ("kv_cache", "KV cache")):
+        ms = data[key]["median_ms_by_position"]
+        rows.append([label, f"{data[key]['ms_per_token']:.2f}", f"{ms[0]:.2f}", f"{ms[-1]:.2f}"])
+    table = markdown_table(["", "ms per token, mean", "first token", "last token"], rows)
+    note = measured_note(
+        data,
+        [
+            f"{data['new_tokens']} tokens after a {data['prompt_tokens']}-token prompt, greedy,"
+            f" the two ways taking turns; each token's median over {data['rounds']} rounds",
+            f"same tokens both ways: {data['same_tokens']}",
+        ],
+    )
+    return f"{table}\n\n{note}"
+
+
+def kv_cache_long_result() -> str:
+    """How the long run was measured (docs/generation.md)."""
+    data = load("training/kv-cache-long.json")
+    return measured_note(
+        data,
+        [
+            f"{data['new_tokens']} tokens after a {data['prompt_tokens']}-token prompt, the"
+            f" cache only; each token's median over {data['rounds']} rounds",
+        ],
+    )
+
+
+def generation_values() -> dict[str, str]:
+    """The numbers of docs/generation.md's prose, from the committed result files."""
+    bench, long = load("training/kv-cache.json"), load("training/kv-cache-long.json")
+    n = _bench_numbers(bench)
+    C, first, last, ms = n["C"], n["first"], n["last"], n["ms"]
+    work = {t: 12 * C**2 + 2 * t * C for t in (first, last)}  # per layer and token
+    early, late = statistics.median(ms[1:17]), statistics.median(ms[-16:])
+    long_ms = long["kv_cache"]["median_ms_by_position"]
+    start, end = statistics.median(long_ms[:256]), statistics.median(long_ms[-256:])
+    return value_table(
+        {
+            "speedup": f"{bench['speedup']:.1f}",
+            "growing_share": f"{2 * last * C / (12 * C**2):.2f}",
+            "work_growth": f"{work[last] / work[first]:.2f}",
+            "time_growth": f"{late / early:.2f}",
+            "long_tokens": f"{long['new_tokens']:,}",
+            "long_first": f"{start:.2f}",
+            "long_last": f"{end:.2f}",
+            "long_growth": f"{end / start:.1f}",
+        }
+    )
+
+
+def guide_result() -> str:
+    """The guide-text run of docs/generation.md: its losses, its sample, how it ran."""
+    run = load("training/guide.json")
+    rows = [
+        [str(r["step"]), f"{r['train_loss']:.2f}", f"{r['val_loss']:.2f}"]
+        for r in run["records"][-3:]
+    ]
+    table = markdown_table(["step", "train loss", "validation loss"], rows)
+    sample = (TRAINING_RESULTS / "guide-sample.txt").read_text(encoding="utf-8").rstrip()
+    fence = "````" if "```" in sample else "```"
+    last = run["records"][-1]
+    note = measured_note(
+        run,
+        [
+            f"{last['step']} steps, {last['seconds']:.0f} s of training",
+            'the sample: `python -m lab.generate runs/guide/ckpt.pt --prompt "The attention"'
+            " --tokens 300 --top-p 0.9 --seed 7 --threads 1`",
+        ],
+        seeds=run["config"]["seed"],
+        seconds=run.get("process_seconds"),
+    )
+    return (
+        f"Losses in nats per character, at the last records:\n\n{table}\n\n"
+        f"The sample:\n\n{fence}text\n{sample}\n{fence}\n\n{note}"
+    )

@@ -212,3 +212,63 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+# ------------------------------------------------------------------ the page's results
+# Rendered into docs/kv-heads.md by the build (hooks/results.py) from the result file.
+
+
+def result() -> str:
+    """The four variants' losses, parameters, cache and speed; how they were measured."""
+    from lab.result_pages import load, markdown_table, measured_note
+
+    data = load("kv-heads.json")
+    rows = []
+    for name, r in data["variants"].items():
+        if "kv_latent" in r["config"]:
+            kept = f"latent {r['config']['kv_latent']}"
+        else:
+            heads = r["config"].get("n_kv_head", data["model"]["n_head"])
+            kept = f"{heads} head{'s' if heads > 1 else ''}"
+        excess = "..".join(f"{x:.4f}" for x in sorted(r["excess_over_floor"]))
+        ms = r["ms_per_token_runs"]
+        rows.append(
+            [name, kept, f"{statistics.mean(r['val_loss']):.4f}", excess, f"{r['parameters']:,}",
+             f"{r['cache_bytes_fp32'] / 1024:.0f}",
+             f"{r['ms_per_token']:.2f} ({min(ms):.2f}..{max(ms):.2f})"]
+        )  # fmt: skip
+    header = ["variant", "K/V cached", "val loss", "excess over floor", "parameters"]
+    header += ["cache, KiB", "ms/token (runs)"]
+    s = data["settings"]
+    note = measured_note(
+        data,
+        [
+            f"{s['steps']} steps per variant and seed; speed: median of {s['rounds']} rounds",
+        ],
+        seeds=list(range(s["seeds"])),
+        seconds=data.get("train_seconds"),
+    )
+    return f"{markdown_table(header, rows)}\n\n{note}"
+
+
+def values() -> dict[str, str]:
+    """The numbers of the page's prose about the table."""
+    from lab.result_pages import load, value_table
+
+    data = load("kv-heads.json")
+    v = data["variants"].values()
+    means = [statistics.mean(r["val_loss"]) for r in v]
+    seeds = [max(r["val_loss"]) - min(r["val_loss"]) for r in v]
+    medians = [r["ms_per_token"] for r in v]
+    return value_table(
+        {
+            "loss_spread": f"{max(means) - min(means):.4f}",
+            "seed_spread": f"{max(seeds):.4f}",
+            "ms_low": f"{min(medians):.2f}",
+            "ms_high": f"{max(medians):.2f}",
+            "fastest": f"{max(min(r['ms_per_token_runs']) for r in v):.2f}",
+            "slowest": f"{min(max(r['ms_per_token_runs']) for r in v):.2f}",
+            "mha_weights": f"{data['variants']['MHA']['parameters'] * 4 / 1024:,.0f}",
+            "entropy_rate": f"{data['entropy_rate']:.3f}",
+        }
+    )

@@ -23,6 +23,7 @@ from torch.nn.attention.flex_attention import create_block_mask
 
 from lab.common import RESULTS_DIR, note_load_after
 from lab.experiment import Command, describe_machine, int_list, progress, randn
+from lab.result_pages import load, markdown_table, measured_note, value_table
 from lab.style import COLORS, FIGURE_WIDTH, INK, growth_axes, pyplot
 from snippets.attention_cost import compiled_flex_attention
 from snippets.masks import (
@@ -332,3 +333,53 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+# ------------------------------------------------------------------ the masks page
+# Rendered into docs/masks.md by the build (hooks/results.py) from the committed file.
+
+
+def cost_result() -> str:
+    """The cost table of docs/masks.md and how it was measured."""
+    data = load("masks-cost.json")
+    steps = {job: growth(data, job) for job in JOBS}
+    rows = []
+    for i, row in enumerate(data["results"]):
+        cells = [str(row["seq_len"])]
+        for job in JOBS:
+            cells += [f"{row[job]['cpu_ms']:.2f}", "" if i == 0 else f"x{steps[job][i]:.1f}"]
+        rows.append(cells)
+    header = ["T"]
+    for name in ("FlexAttention", "dense SDPA", "causal SDPA"):
+        header += [f"{name}, ms", "growth"]
+    table = markdown_table(header, rows)
+    note = measured_note(
+        data,
+        [
+            describe_run(data).split("\n", 2)[2].replace("\n", "; "),
+            f"compile, the first call: {data['compile_seconds']} s",
+        ],
+        seconds=data["elapsed_seconds"],
+    )
+    return f"{table}\n\n{note}"
+
+
+def cost_values() -> dict[str, str]:
+    """The numbers of the cost section's prose."""
+    data = load("masks-cost.json")
+    rows = {row["seq_len"]: row for row in data["results"]}
+    steps = dict(zip(rows, growth(data, "flex"), strict=True))
+    T = max(rows)
+    ms = {job: rows[T][job]["cpu_ms"] for job in JOBS}
+    return value_table(
+        {
+            "flex_growth": " ".join(f"x{steps[t]:.1f}" for t in rows if t >= 1024),
+            "all_match": "yes" if all(r["flex_matches_dense"] for r in rows.values()) else "no",
+            "T": f"{T:,}",
+            "vs_dense": f"{ms['dense'] / ms['flex']:.0f}",
+            "vs_causal": f"{ms['causal'] / ms['flex']:.0f}",
+            "density": ", ".join(f"{r['block_density']:.1%}" for r in rows.values()),
+            "mask_ms": ", ".join(f"{r['block_mask_cpu_ms']:,.0f}" for r in rows.values()),
+            "compile": f"{data['compile_seconds']:.0f}",
+        }
+    )

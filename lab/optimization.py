@@ -14,6 +14,7 @@ copies (floor 0), and every head's previous-token and induction scores
 """
 
 import dataclasses
+import json
 import math
 import sys
 
@@ -26,6 +27,7 @@ from lab.copy_training import (
     uniform_scores,
 )
 from lab.experiment import Command, progress
+from lab.result_pages import from_text, markdown_table, measured_note, value_table
 from lab.style import COLORS, FIGURE_WIDTH, INK, pyplot
 from snippets.tasks import copy_floor
 
@@ -140,3 +142,47 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+# ------------------------------------------------------------------ the optimization page
+# Rendered into docs/optimization.md by the build (hooks/results.py) from RESULT_FILE.
+
+
+def induction_result() -> str:
+    """Seed 0's curve, each seed's induction head, and how the runs were made."""
+    data = json.loads(RESULT_FILE.read_text(encoding="utf-8"))
+    rows = []
+    for r in data["runs"]:
+        f = r["induction_formed"]
+        curve = {p["step"]: p for p in r["curve"]}
+        before, after = curve[f["step"] - 50]["loss_all"], curve[f["step"] + 50]["loss_all"]
+        end = r["curve"][-1]["loss_all"] - data["floor_all_targets"]
+        rows.append(
+            [str(r["seed"]), f"L{f['layer']}.{f['head']}", str(f["step"]), f"{before:.2f}",
+             f"{after:.2f}", f"{end:+.3f}"]
+        )  # fmt: skip
+    header = ["seed", "induction head", "at step", "loss 50 before", "50 after", "end - floor"]
+    s = data["setup"]
+    note = measured_note(
+        data,
+        [
+            f"{s['n_layer']} blocks, C={s['n_embed']}, H={s['n_head']}, V={s['vocab_size']},"
+            f" T={s['context_length']}, periods {s['min_period']}-{s['max_period']},"
+            f" {s['steps']} steps of {s['batch_size']} rows, lr {s['lr']}",
+        ],
+        seeds=s["seeds"],
+    )
+    title = "seed 0 (loss and '- floor': all targets; copies: the repeats only)"
+    return f"{from_text(title + chr(10) + table(data))}\n\n{markdown_table(header, rows)}\n\n{note}"
+
+
+def induction_values() -> dict[str, str]:
+    data = json.loads(RESULT_FILE.read_text(encoding="utf-8"))
+    return value_table(
+        {
+            "chance": f"{data['chance']:.2f}",
+            "floor": f"{data['floor_all_targets']:.3f}",
+            "uniform": f"{data['uniform_scores']['induction']:.2f}",
+            "threshold": str(data["thresholds"]["induction"]),
+        }
+    )

@@ -15,6 +15,7 @@ gives it half its weight is when the previous-token head of the induction circui
 """
 
 import dataclasses
+import json
 import math
 import multiprocessing
 import statistics
@@ -287,3 +288,137 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+# ------------------------------------------------------------------ the page's results
+# Rendered into docs/positions-measured.md by the build (hooks/results.py).
+
+
+def _result() -> dict:
+    return json.loads(RESULT_FILE.read_text(encoding="utf-8"))
+
+
+def result_table() -> str:
+    """The five schemes' table and how the runs were made."""
+    from lab.result_pages import measured_note
+
+    result = _result()
+    s, m = result["setup"], result["machine"]
+    rows = {r["position"]: r for r in result["rows"]}
+    note = measured_note(
+        result,
+        [
+            f"{s['n_layer']} blocks, C={s['n_embed']}, H={s['n_head']}, V={s['vocab_size']},"
+            f" trained at T={s['context_length']}, {s['steps']} steps of {s['batch_size']} rows,"
+            f" lr {s['lr']}, token vectors of std {s['token_std']}",
+            f"{m['torch_threads']} thread per process;"
+            f" {rows['learned']['parameters']:,} parameters with the learned table,"
+            f" {rows['none']['parameters']:,} without",
+        ],
+        seeds=s["seeds"],
+    )
+    return f"{table(result)}\n\n{note}"
+
+
+def _rise() -> tuple[dict, dict, dict]:
+    result = _result()
+    rows = {r["position"]: r for r in result["rows"]}
+    at = {p: {f: (r[f"loss_{f}x"] or {}).get("mean") for f in (1, 2, 4)} for p, r in rows.items()}
+    rise = {p: at[p][4] - at[p][1] for p in rows if at[p][4] is not None}
+    return rows, at, rise
+
+
+def checks_result() -> str:
+    """Predicted beside measured: each check of the page, from the same file."""
+    from lab.result_pages import markdown_table
+
+    result = _result()
+    rows, at, rise = _rise()
+    none, sin = rows["none"]["loss_4x"], rows["sinusoidal"]["loss_4x"]
+    chance = math.log(result["setup"]["vocab_size"])
+    checks = [
+        (f"every scheme learned at 1x (below 0.2 nats on the copies, chance {chance:.2f})",
+         all(r["loss_1x"]["max"] < 0.2 for r in rows.values())),
+        ("ALiBi at 4x within 0.02 nats of its 1x", abs(rise["alibi"]) < 0.02),
+        ("sinusoidal rises more than ALiBi", rise["sinusoidal"] > rise["alibi"]),
+        ("RoPE at 4x above its 1x", rise["rope"] > 0),
+        ("none rises less than sinusoidal", rise["none"] < rise["sinusoidal"]),
+        ("none rises less than RoPE", rise["none"] < rise["rope"]),
+        ("none and sinusoidal at 4x, seeds' ranges overlap",
+         none["min"] < sin["max"] and sin["min"] < none["max"]),
+        ("none below ALiBi at 4x", at["none"][4] < at["alibi"][4]),
+    ]  # fmt: skip
+    rises = markdown_table(
+        ["rise from 1x to 4x, nats", *rise], [["", *(f"{v:+.3f}" for v in rise.values())]]
+    )
+    verdicts = markdown_table(
+        ["check", "holds"], [[what, "yes" if ok else "no"] for what, ok in checks]
+    )
+    return f"{rises}\n\n{verdicts}"
+
+
+def curves_result() -> str:
+    """Seed 0's curve per scheme: loss on the copies, best previous-token share, best
+    induction score (of layer 2 and later), every 100 steps to 400 and at the end."""
+    from lab.result_pages import markdown_table
+
+    result = _result()
+    s = result["setup"]
+    shown = (0, 100, 200, 300, 400, s["steps"])
+    rows = []
+    for r in result["runs"]:
+        if r["seed"] == s["seeds"][0]:
+            by_step = {c["step"]: c for c in r["curve"]}
+            rows.append(
+                [r["position"]]
+                + [
+                    f"{by_step[t]['loss_copies']:.2f} / {max(map(max, by_step[t]['previous'])):.2f}"
+                    f" / {max(map(max, by_step[t]['induction'][1:])):.2f}"
+                    for t in shown
+                ]
+            )
+    header = ["step: loss / previous / induction", *map(str, shown)]
+    return markdown_table(header, rows)
+
+
+def similarity_result() -> str:
+    """The learned position table's cosine similarities, by distance and by block."""
+    from lab.result_pages import markdown_table
+
+    result = _result()
+    similarity = result["learned_similarity"]  # (T, T)
+    T, P = len(similarity), result["setup"]["max_period"]
+    by_distance = [
+        [str(d), f"{sum(similarity[t][t + d] for t in range(T - d)) / (T - d):+.2f}"]
+        for d in (1, 2, 4, 16)
+    ]
+
+    def block(a, b):
+        pairs = [(i, j) for i in a for j in b if i != j]
+        return sum(similarity[i][j] for i, j in pairs) / len(pairs)
+
+    first, later = range(1, P), range(P, T)
+    blocks = [
+        [f"positions 1-{P - 1}, among themselves", f"{block(first, first):+.2f}"],
+        [f"positions {P}-{T - 1}, among themselves", f"{block(later, later):+.2f}"],
+        ["one against the other", f"{block(first, later):+.2f}"],
+    ]
+    return (
+        markdown_table(["positions apart", "mean cosine similarity"], by_distance)
+        + "\n\n"
+        + markdown_table(["", "mean cosine similarity"], blocks)
+    )
+
+
+def values() -> dict[str, str]:
+    from lab.result_pages import value_table
+
+    result = _result()
+    return value_table(
+        {
+            "floor": f"{result['floor_all_targets']:.3f}",
+            "uniform_previous": f"{result['uniform_scores']['previous']:.2f}",
+            "uniform_induction": f"{result['uniform_scores']['induction']:.3f}",
+            "threshold": str(result["thresholds"]["induction"]),
+        }
+    )

@@ -30,6 +30,7 @@ import torch.nn.functional as F
 from lab import model_cache
 from lab.common import RESULTS_DIR, note_load_after
 from lab.experiment import Command, int_list, progress
+from lab.result_pages import from_text, load, measured_note, preformatted
 from lab.sink_models import FULL, MODELS, Setup, cache_file, chain, train_one, trained
 from snippets.model import GPT
 from snippets.streaming import stream_logits
@@ -362,3 +363,38 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+# ------------------------------------------------------------------ the pages' results
+# Rendered into docs/masks.md and docs/taming-softmax.md by the build (hooks/results.py).
+
+
+def _note(data: dict) -> str:
+    s = data["setup"]
+    setup = ", ".join(f"{k}={v}" for k, v in s.items() if isinstance(v, int | float | str))
+    return measured_note(data, [f"setup: {setup}"], seeds=data["seeds"])
+
+
+def loss_result() -> str:
+    """Excess nats per reader and model (docs/masks.md), and how it was measured."""
+    data = load("streaming.json")
+    return f"{from_text(loss_table(data))}\n\n{_note(data)}"
+
+
+def bos_result() -> str:
+    return preformatted(bos_table(load("streaming.json")))
+
+
+def eviction_result() -> str:
+    return preformatted(eviction_table(load("streaming.json")))
+
+
+def sinks_result() -> str:
+    """The three tables of the sink experiment for docs/taming-softmax.md, one note."""
+    data = load("streaming.json")
+    return (
+        f"Weight on BOS:\n\n{bos_result()}\n\n"
+        "Excess nats over the task's own rule, after the first window:\n\n"
+        f"{from_text(loss_table(data))}\n\nWhat evicting BOS changes:\n\n{eviction_result()}"
+        f"\n\n{_note(data)}"
+    )

@@ -322,3 +322,57 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+# ------------------------------------------------------------------ the page's results
+# Rendered into docs/taming-softmax.md by the build (hooks/results.py).
+
+
+def timing_result() -> str:
+    """Median CPU ms per layer call and the ratio to the plain layer, a table per size."""
+    from lab.result_pages import load, markdown_table, measured_note
+
+    data = load("taming-timing.json")
+    tables = []
+    for B, T in data["sizes"]:
+        rows = [r for r in data["rows"] if r["B"] == B and r["T"] == T]
+        out = []
+        for name in dict.fromkeys(r["layer"] for r in rows):
+            cells = [name]
+            for mode in ("forward", "forward+backward"):
+                row = next((r for r in rows if r["layer"] == name and r["mode"] == mode), None)
+                cells += ["", ""] if row is None else [
+                    f"{row['cpu_ms']:.2f}", f"x{row['vs_plain']:.2f}"
+                ]  # fmt: skip
+            out.append(cells)
+        header = ["layer", "forward, ms", "vs plain", "fwd+bwd, ms", "vs plain"]
+        tables.append(markdown_table(header, out, f"B={B}, T={T}"))
+    s = data["settings"]
+    note = measured_note(
+        data,
+        [f"C={s['n_embed']}, H={s['n_head']}, {s['threads']} thread; median CPU time"],
+    )
+    return "\n\n".join(tables) + f"\n\n{note}"
+
+
+def growth_result() -> str:
+    """Held-out loss and largest logit per learning rate and variant; how it ran."""
+    from lab.result_pages import load, markdown_table, measured_note
+
+    data = load("taming-growth.json")
+    names = data["variants"]
+    rows = []
+    for lr in data["setup"]["lrs"]:
+        cells = [f"{lr:g}"]
+        for name in names:
+            row = next(r for r in data["rows"] if r["lr"] == lr and r["variant"] == name)
+            cells.append("nan" if row["loss"] is None else f"{row['loss']:.2f}")
+            logit = row["largest_logit"]
+            cells.append("inf" if logit is None else f"{logit:.3g}")
+        rows.append(cells)
+    header = ["lr"] + [f"{n} {what}" for n in names for what in ("loss", "max logit")]
+    table = markdown_table(header, rows)
+    cpu = sum(row["cpu_seconds"] for row in data["rows"])
+    note = measured_note(data, [f"{len(data['rows'])} models"], seconds=cpu, clock="CPU")
+    chance = f"Chance: \\(\\ln {data['setup']['vocab_size']}\\) = {data['chance_loss']:.2f} nats."
+    return f"{table}\n\n{chance}\n\n{note}"

@@ -204,3 +204,53 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+# ------------------------------------------------------------------ the page's results
+# Rendered into docs/todays-models.md by the build (hooks/results.py) from the result file.
+
+
+def compared_result() -> str:
+    """Each family's worst relative difference, whole and cached, and its sharpness."""
+    from lab.result_pages import load, markdown_table, measured_note
+
+    data = load("todays-models.json")
+    rows = [
+        [r["family"], str(r["layers"]), f"{r['whole']:.0e}", f"{r['cached']:.0e}",
+         f"{r['sharpness']:.2f}"]
+        for r in data["compared"]
+    ]  # fmt: skip
+    table = markdown_table(["family", "layers", "whole", "cached", "sharpness"], rows)
+    ok = all(max(r["whole"], r["cached"]) < 1e-5 for r in data["compared"])
+    return f"{table}\n\nEvery family within 1e-5: {'yes' if ok else 'no'}.\n\n" + measured_note(
+        data, ["the worst relative difference over a family's layers"]
+    )
+
+
+def speed_result() -> str:
+    """The guide's layer against transformers' LlamaAttention, per size."""
+    from lab.result_pages import load, markdown_table, measured_note
+
+    data = load("todays-models.json")
+    rows = []
+    for s in data["speed"]:
+        c = s["config"]
+        rows.append(
+            [", ".join(f"{k}={v}" for k, v in c.items()), str(len(s["seconds"]["guide"])),
+             f"{s['median_seconds']['guide'] * 1e3:.1f}",
+             f"{s['median_seconds']['transformers'] * 1e3:.1f}", f"{s['ratio']:.2f}",
+             f"{s['cpu_ratio']:.2f}"]
+        )  # fmt: skip
+    header = ["size", "rounds", "guide, ms", "transformers, ms", "ratio", "CPU s ratio"]
+    note = measured_note(data, ["medians of rounds taken in turns, forward only"])
+    return f"{markdown_table(header, rows)}\n\n{note}"
+
+
+def speed_values() -> dict[str, str]:
+    """How much longer the guide's layer takes, per size, as the page's prose says it."""
+    from lab.result_pages import load, value_table
+
+    speed = load("todays-models.json")["speed"]
+    return value_table(
+        {f"extra_{i}": f"{(s['ratio'] - 1) * 100:.0f}%" for i, s in enumerate(speed)}
+    )

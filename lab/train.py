@@ -35,6 +35,7 @@ from lab.common import (
     write_text,
 )
 from lab.experiment import Command, progress
+from lab.result_pages import load, markdown_table, measured_note, value_table
 from lab.style import FIGURE_WIDTH, INK, pyplot, save_svg
 from snippets.measure import time_interleaved
 from snippets.throughput import BENCH_BATCH, BENCH_MODEL, ladder, make_bench_step
@@ -185,8 +186,9 @@ def bench_throughput(
     }
 
 
-def throughput_table(data: dict) -> str:
-    """The page's table: tokens/s of each rung, against the last and the first.
+def throughput_rows(data: dict) -> tuple[list[str], list[list[str]]]:
+    """The throughput table's header and rows: tokens/s of each rung, against the last
+    and the first.
 
     Ratios are of tokens per CPU-second, which waiting for a busy core does not
     dilute. spread: the middle half of those samples (between the quartiles),
@@ -194,19 +196,73 @@ def throughput_table(data: dict) -> str:
     """
     rows = data["results"]
     first = rows[0]["tokens_per_cpu_s"]
-    lines = [
-        f"{'':<18}{'tokens/s':>9}{'per CPU s':>11}{'spread':>8}{'vs above':>10}{'vs readable':>13}"
-    ]
+    out = []
     for before, row in zip([None, *rows], rows, strict=False):
         cpu = row["tokens_per_cpu_s"]
         q1, _, q3 = statistics.quantiles(row["samples_tokens_per_cpu_s"], n=4)
-        spread = f"±{(q3 - q1) / 2 / cpu:.0%}"
         above = "" if before is None else f"x{cpu / before['tokens_per_cpu_s']:.2f}"
+        out.append(
+            [row["rung"], f"{row['tokens_per_s']:,}", f"{cpu:,}", f"±{(q3 - q1) / 2 / cpu:.0%}",
+             above, f"x{cpu / first:.2f}"]
+        )  # fmt: skip
+    return ["", "tokens/s", "per CPU s", "spread", "vs above", "vs readable"], out
+
+
+def throughput_table(data: dict) -> str:
+    """throughput_rows() as the command prints it."""
+    header, rows = throughput_rows(data)
+    widths = (18, 9, 11, 8, 10, 13)
+    lines = []
+    for cells in (header, *rows):
+        first, *rest = cells
         lines.append(
-            f"{row['rung']:<18}{row['tokens_per_s']:>9,}{cpu:>11,}{spread:>8}"
-            f"{above:>10}{f'x{cpu / first:.2f}':>13}"
+            first.ljust(widths[0])
+            + "".join(c.rjust(w) for c, w in zip(rest, widths[1:], strict=True))
         )
     return "\n".join(lines)
+
+
+def throughput_result() -> str:
+    """The optimization page's throughput table and how it was measured."""
+    data = load("training/throughput.json")
+    compiled = data["results"][-1]
+    note = measured_note(
+        data,
+        [
+            f"the model: {', '.join(f'{k}={v}' for k, v in data['model'].items())};"
+            f" batch {data['batch_size']}, {data['rounds']} rounds of"
+            f" {data['steps_per_sample']} steps per sample",
+            f"{compiled['rung']}: first step, compilation included,"
+            f" {compiled['first_step_s']:.0f} s",
+        ],
+    )
+    return f"{markdown_table(*throughput_rows(data))}\n\n{note}"
+
+
+def markov_result() -> str:
+    """The one-minute run of the optimization page: its validation curve at some steps."""
+    run = load("training/markov.json")
+    rows = [
+        [str(r["step"]), f"{r['seconds']:.1f}", f"{r['val_loss']:.4f}",
+         f"{r['val_loss'] - run['best_loss']:+.3f}", f"{r['val_loss'] - run['val_floor']:+.4f}"]
+        for r in run["records"]
+        if r["step"] in (0, 50, 100, 200, 400, 800) or r is run["records"][-1]
+    ]  # fmt: skip
+    table = markdown_table(["step", "seconds", "val loss", "- rate", "- floor"], rows)
+    note = measured_note(run, seeds=run["config"]["seed"], seconds=run["process_seconds"])
+    return f"{table}\n\n{note}"
+
+
+def markov_values() -> dict[str, str]:
+    run = load("training/markov.json")
+    first = next(r for r in run["records"] if r["val_loss"] - run["best_loss"] < 0.1)
+    return value_table(
+        {
+            "first_step": str(first["step"]),
+            "first_seconds": f"{first['seconds']:.1f}",
+            "whole": f"{run['process_seconds']:.0f}",
+        }
+    )
 
 
 # ------------------------------------------------------------------ command line

@@ -4,7 +4,7 @@ The downloads themselves are built and run as a reader would in tests/pages/test
 here, the plan on a few made-up blocks.
 """
 
-from hooks.page_downloads import plan, script_cells
+from hooks.page_downloads import left_out_reasons, plan, script_cells
 from hooks.page_parser import Block
 
 
@@ -74,3 +74,17 @@ def test_a_collapsed_block_is_a_hidden_cell_and_a_solution_asks_to_try_first(tmp
     ]
     script = as_script("Page", "page/", out)
     assert script.index("return 0") < script.index("# A solution") < script.index("return 1")
+
+
+def test_the_header_names_only_the_reasons_that_occur():
+    # A page whose only left-out block is skipped on the page: the header says so, and does
+    # not claim a block needs a committed result file (as a fixed sentence did).
+    page = blocks("print(1)\n", "print(2)\n")
+    page[1].skip = "takes minutes"
+    _, cells = plan(page)
+    assert left_out_reasons(cells) == "they are not run on the page"
+    page = blocks("from lab.common import RESULTS_DIR\n", "print(RESULTS_DIR)\n")
+    _, cells = plan(page)
+    assert left_out_reasons(cells) == (
+        "they import the guide's tooling (lab/, tests/) or use what such a block made"
+    )
