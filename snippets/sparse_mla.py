@@ -241,7 +241,9 @@ def sparse_gathered(layer: SparseLatentAttention, x: torch.Tensor, query_chunk=2
     c, k_rope = layer.latents(x)
     index_keys = layer.indexer.keys(x)  # (B, T, E)
     w_k, w_v = layer._up()  # (H, Dn, R), (H, Dv, R)
-    q = torch.cat([q_nope @ w_k, q_rope], dim=-1)  # (B, H, T, R + Dr)
+    q = torch.cat([q_nope @ w_k, q_rope], dim=-1).transpose(
+        1, 2
+    )  # (B, T, H, R + Dr)
     kv = torch.cat([c, k_rope], dim=-1)  # (B, T, R + Dr)
     rows, pos, out = torch.arange(B)[:, None, None], torch.arange(T), []
     for a in range(0, T, query_chunk):
@@ -251,11 +253,13 @@ def sparse_gathered(layer: SparseLatentAttention, x: torch.Tensor, query_chunk=2
         scores = scores.masked_fill(~visible(t, pos[:b]), -torch.inf)
         best = scores.topk(min(layer.indexer.spec.top_k, b), dim=-1).indices
         chosen = kv[rows, best]  # (B, Tc, top_k, R + Dr)
-        s = torch.einsum("bhtr,btkr->bhtk", q[:, :, a:b], chosen) * layer.scale
+        s = (
+            q[:, a:b] @ chosen.transpose(-2, -1)
+        ) * layer.scale  # (B, Tc, H, top_k)
         # a key later than its query, picked only to fill top_k, stays out
-        s = s.masked_fill((best > t[:, None])[:, None], -torch.inf)
-        out.append(torch.einsum("bhtk,btkr->bhtr", s.softmax(-1), chosen[..., :R]))
-    y = torch.cat(out, dim=2) @ w_v.transpose(1, 2)  # (B, H, T, Dv)
+        s = s.masked_fill((best > t[:, None])[:, :, None], -torch.inf)
+        out.append((s.softmax(-1) @ chosen)[..., :R])  # (B, Tc, H, R)
+    y = torch.cat(out, dim=1).transpose(1, 2) @ w_v.transpose(1, 2)  # (B, H, T, Dv)
     return layer.proj(y.transpose(1, 2).reshape(B, T, -1))
 
 
