@@ -28,9 +28,10 @@ def quick(tmp_path_factory) -> dict:
 def test_quick_run_sparse_and_compressed_grow_less_than_dense(quick):
     assert quick["schema"] == todays_cost.SCHEMA
     assert list(quick["results"]) == SIGN_CHECKED
-    last = {name: todays_cost.per_doubling(cells)[-1] for name, cells in quick["results"].items()}
+    # over the whole range (two doublings), steadier than one doubling on a busy machine
+    growth = {n: cells[-1]["cpu_ms"] / cells[0]["cpu_ms"] for n, cells in quick["results"].items()}
     for name in SIGN_CHECKED[1:]:
-        assert last[name] < last["dense"], last
+        assert growth[name] < growth["dense"], growth
 
 
 @pytest.mark.parametrize("name", [n for n, p in PIECES.items() if p.cache_bytes])
