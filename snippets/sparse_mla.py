@@ -230,7 +230,8 @@ def sparse_gathered(layer: SparseLatentAttention, x: torch.Tensor, query_chunk=2
     the chunk's last query, (B, Tc, Ta), and each query's top_k [c | k_rope]
     rows are gathered, (B, Tc, top_k, R + Dr), and scored absorbed, as
     attend_absorbed does: O(T * top_k) for MLA. The indexer's scores stay
-    O(T^2), but never (T, T) at once.
+    O(T^2), but never (T, T) at once. It leaves layer.choice as it was: a
+    layer sharing the choice (GLM-5) runs after its indexer layer's forward.
     """
     if layer.indexer is None:
         raise ValueError("sparse_gathered runs a layer with an indexer of its own")
