@@ -1,7 +1,7 @@
 """What the new attention pieces cost: prefill CPU time per doubling of T, and cache bytes.
 
-    python -m lab.todays_cost           # T = 512 .. 16384, the page's numbers (minutes)
-    python -m lab.todays_cost --quick   # T = 256 .. 1024, small layers: seconds (the tests)
+    python -m lab.todays_cost           # T = 512 .. 8192, the page's numbers (minutes)
+    python -m lab.todays_cost --quick   # T = 512 .. 2048, C = 128, 1 round: seconds
 
 Every piece of "Attention in today's models" behind the one layer protocol, at the sizes
 of one small but realistic layer (C = 512, 8 heads), beside dense causal softmax at the
@@ -227,7 +227,7 @@ def command() -> experiment.Command:
         "--seq-lens",
         type=experiment.int_list(),
         metavar="'T ...'",
-        help="sequence lengths (default 512 .. 16384; --quick 256 .. 1024)",
+        help="sequence lengths (default 512 .. 8192; --quick 512 .. 2048)",
     )
     cmd.parser.add_argument("--repetitions", type=experiment.count, help="repeats kept (default 3)")
     cmd.parser.add_argument(
