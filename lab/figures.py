@@ -69,6 +69,9 @@ def committed_figures() -> dict[Path, object]:
     figures[taming_softmax.GROWTH_PLOT] = lambda: taming_softmax.growth_plot(
         load(taming_softmax.GROWTH_FILE)
     )
+    from lab import todays_cost
+
+    figures[todays_cost.FIGURE] = lambda: todays_cost.figure(load(todays_cost.RESULT_FILE))
     return figures
 
 

@@ -43,6 +43,7 @@ __all__ = [
     "Compressor",
     "CompressedCache",
     "CompressedAttention",
+    "compressed_gathered",
 ]
 
 
@@ -309,13 +310,27 @@ class CompressedAttention(nn.Module):
             out, _ = cache.entries.add(*out)
         return out
 
-    def _chosen(self, x, latent, keys, t_pos, allowed):
-        """CSA: each query's top_k entries by the indexer, (B, Tn, N)."""
+    def _index_scores(self, x, latent, keys, t_pos):
+        """CSA: the indexer's scores of the entries' keys (B, N, E), (B, Tn, N)."""
         s, (B, T, _) = self.spec, x.shape
         q = self.index_q(latent).view(B, T, s.indexer_heads, s.indexer_size)
         q = turn_tail(q.transpose(1, 2), self.theta, t_pos).transpose(1, 2)
         w = self.index_w(x) * (s.indexer_heads * s.indexer_size) ** -0.5
-        return choose(index_scores(q, keys, w), allowed, s.top_k)
+        return index_scores(q, keys, w)
+
+    def _chosen(self, x, latent, keys, t_pos, allowed):
+        """CSA: each query's top_k entries by the indexer, (B, Tn, N)."""
+        scores = self._index_scores(x, latent, keys, t_pos)
+        return choose(scores, allowed, self.spec.top_k)
+
+    def _output(self, out, t_pos):
+        """The heads' sums (B, H, Tn, D), RoPE turned back -> (B, Tn, C)."""
+        B, _, T, _ = out.shape
+        # the values are the keys: their RoPE turned back at the query's position
+        out = turn_tail(out, self.theta, -t_pos)
+        out = out.transpose(1, 2).reshape(B, T, self.spec.o_groups, -1)
+        out = torch.einsum("btgi,goi->btgo", out, self.o_down).flatten(2)
+        return self.proj(out)  # (B, T, g, HD/g) -> (B, T, g, o_rank) -> (B, T, C)
 
     def forward(self, x: torch.Tensor, cache=None, *, return_weights=False):
         """x (B, T, C) at positions 0 .. T - 1, or after the cache's."""
@@ -354,12 +369,64 @@ class CompressedAttention(nn.Module):
         scores = scores.masked_fill(~mask[:, None], -torch.inf)
         sink = self.sinks.view(1, H, 1, 1).expand(B, H, T, 1)
         weights = torch.cat([scores, sink], dim=-1).softmax(dim=-1)[..., :-1]
-        # the values are the keys: their RoPE turned back at the query's position
-        out = turn_tail(weights @ keys, self.theta, -t_pos)
-        out = out.transpose(1, 2).reshape(B, T, s.o_groups, -1)  # (B, T, g, HD/g)
-        out = torch.einsum("btgi,goi->btgo", out, self.o_down).flatten(2)
-        y = self.proj(out)
+        y = self._output(weights @ keys, t_pos)
         return (y, weights) if return_weights else y
 
 
 # --8<-- [end:layer]
+
+
+# --8<-- [start:gathered]
+def compressed_gathered(layer: CompressedAttention, x, query_chunk: int = 128):
+    """layer(x) of a whole sequence (no cache), a chunk of queries at a time.
+
+    A chunk of Tc queries scores only the raw keys its windows cover (Tc +
+    window - 1) and the entries complete by its last query: all of them (HCA,
+    T / ratio: quadratic, ratio times smaller), or each query's top_k by the
+    indexer, gathered (CSA; the indexer's scores are O(T^2 / ratio)). Never
+    the (T, T + N) square of forward.
+    """
+    check_positive_int("query_chunk", query_chunk)
+    s, (B, T, _) = layer.spec, x.shape
+    H, D = s.n_head, s.head_size
+    pos = torch.arange(T, device=x.device)
+    latent = rms(layer.q_down(x), s.eps, layer.q_norm)
+    q = layer.q_up(latent).view(B, T, H, D).transpose(1, 2)
+    q = turn_tail(rms(q, s.eps), layer.theta, pos) * D**-0.5  # (B, H, T, D)
+    kv = turn_tail(rms(layer.kv(x), s.eps, layer.kv_norm), layer.theta, pos)
+    entries = layer._entries(x, None, 0) if s.ratio is not None else None
+    rows, out = torch.arange(B)[:, None, None], []
+    for a in range(0, T, query_chunk):
+        b = min(a + query_chunk, T)
+        t, lo, qc = pos[a:b], max(0, a - s.window + 1), q[:, :, a:b]
+        raw = (qc @ kv[:, None, lo:b].transpose(-2, -1)).masked_fill(
+            ~visible(t, pos[lo:b], "window", s.window), -torch.inf
+        )  # (B, H, Tc, Tw)
+        sink = layer.sinks.view(1, H, 1, 1).expand(B, H, b - a, 1)
+        parts, n = [raw], b // s.ratio if entries is not None else 0
+        if n:
+            ents = entries[0][:, :n]  # the entries some query of the chunk sees
+            allowed = (pos[:n] + 1) * s.ratio <= t[:, None] + 1  # (Tc, n)
+            if layer.indexer is None:  # HCA: every complete entry
+                parts.append((qc @ ents[:, None].transpose(-2, -1)).masked_fill(
+                    ~allowed, -torch.inf))  # fmt: skip
+            else:  # CSA: the top_k entries by the indexer, gathered
+                scores = layer._index_scores(
+                    x[:, a:b], latent[:, a:b], entries[1][:, :n], t
+                ).masked_fill(~allowed, -torch.inf)
+                best = scores.topk(min(s.top_k, n), dim=-1).indices  # (B, Tc, k)
+                ents = ents[rows, best]  # (B, Tc, k, D)
+                parts.append(torch.einsum("bhtd,btkd->bhtk", qc, ents).masked_fill(
+                    ~allowed[None].expand(B, -1, -1).gather(-1, best)[:, None],
+                    -torch.inf))  # fmt: skip
+        w = torch.cat([*parts, sink], dim=-1).softmax(dim=-1)
+        y = w[..., : raw.size(-1)] @ kv[:, None, lo:b]  # (B, H, Tc, D)
+        if len(parts) > 1 and layer.indexer is None:
+            y = y + w[..., raw.size(-1) : -1] @ ents[:, None]
+        elif len(parts) > 1:
+            y = y + torch.einsum("bhtk,btkd->bhtd", w[..., raw.size(-1) : -1], ents)
+        out.append(y)
+    return layer._output(torch.cat(out, dim=2), pos)
+
+
+# --8<-- [end:gathered]

@@ -43,6 +43,7 @@ __all__ = [
     "choose",
     "Choice",
     "SparseLatentAttention",
+    "sparse_gathered",
     "position_temperature",
     "TemperedLatentAttention",
 ]
@@ -219,6 +220,51 @@ class SparseLatentAttention(LatentAttention):
 
 
 # --8<-- [end:layer]
+
+
+# --8<-- [start:gathered]
+def sparse_gathered(layer: SparseLatentAttention, x: torch.Tensor, query_chunk=256):
+    """layer(x) of a whole sequence (no cache), reading only the chosen keys.
+
+    A chunk of query_chunk queries at a time: the indexer scores the keys up to
+    the chunk's last query, (B, Tc, Ta), and each query's top_k [c | k_rope]
+    rows are gathered, (B, Tc, top_k, R + Dr), and scored absorbed, as
+    attend_absorbed does: O(T * top_k) for MLA. The indexer's scores stay
+    O(T^2), but never (T, T) at once. It leaves layer.choice as it was: a
+    layer sharing the choice (GLM-5) runs after its indexer layer's forward.
+    """
+    if layer.indexer is None:
+        raise ValueError("sparse_gathered runs a layer with an indexer of its own")
+    check_positive_int("query_chunk", query_chunk)
+    (B, T, _), R = x.shape, layer.spec.kv_rank
+    latent = layer.q_norm(layer.q_down(x))
+    q_nope, q_rope = layer.queries(x, latent=latent)
+    c, k_rope = layer.latents(x)
+    index_keys = layer.indexer.keys(x)  # (B, T, E)
+    w_k, w_v = layer._up()  # (H, Dn, R), (H, Dv, R)
+    q = torch.cat([q_nope @ w_k, q_rope], dim=-1).transpose(
+        1, 2
+    )  # (B, T, H, R + Dr)
+    kv = torch.cat([c, k_rope], dim=-1)  # (B, T, R + Dr)
+    rows, pos, out = torch.arange(B)[:, None, None], torch.arange(T), []
+    for a in range(0, T, query_chunk):
+        b = min(a + query_chunk, T)
+        t = pos[a:b]
+        scores = layer.indexer(x[:, a:b], latent[:, a:b], index_keys[:, :b], a)
+        scores = scores.masked_fill(~visible(t, pos[:b]), -torch.inf)
+        best = scores.topk(min(layer.indexer.spec.top_k, b), dim=-1).indices
+        chosen = kv[rows, best]  # (B, Tc, top_k, R + Dr)
+        s = (
+            q[:, a:b] @ chosen.transpose(-2, -1)
+        ) * layer.scale  # (B, Tc, H, top_k)
+        # a key later than its query, picked only to fill top_k, stays out
+        s = s.masked_fill((best > t[:, None])[:, :, None], -torch.inf)
+        out.append((s.softmax(-1) @ chosen)[..., :R])  # (B, Tc, H, R)
+    y = torch.cat(out, dim=1).transpose(1, 2) @ w_v.transpose(1, 2)  # (B, H, T, Dv)
+    return layer.proj(y.transpose(1, 2).reshape(B, T, -1))
+
+
+# --8<-- [end:gathered]
 
 
 # --8<-- [start:temperature]

@@ -21,6 +21,7 @@ from snippets.compressed_attention import (
     CompressedCache,
     CompressedSpec,
     Compressor,
+    compressed_gathered,
     pool,
     turn_tail,
 )
@@ -191,3 +192,14 @@ def test_bad_inputs_are_refused_by_name():
         CompressedAttention(SPECS["window"], torch.ones(3))
     with pytest.raises(TypeError, match="CompressedSpec"):
         CompressedAttention(dataclasses.asdict(SPECS["window"]), THETA)
+
+
+@pytest.mark.parametrize("query_chunk", [1, 4, 6, 64])
+@pytest.mark.parametrize("name", list(SPECS))
+def test_a_chunk_of_queries_at_a_time_gives_forwards_output(name, query_chunk):
+    attn, x = layer(name).double(), x_of(T_len=29).double()
+    with torch.no_grad():
+        want = attn(x)
+        assert_close(compressed_gathered(attn, x, query_chunk), want, rtol=1e-12, atol=1e-12)
+    with pytest.raises(ValueError, match="query_chunk"):
+        compressed_gathered(attn, x, 0)

@@ -23,6 +23,7 @@ from snippets.sparse_mla import (
     TemperedLatentAttention,
     choose,
     position_temperature,
+    sparse_gathered,
     turn_part,
 )
 
@@ -136,6 +137,19 @@ def test_with_top_k_of_every_key_it_is_deepseek_v3s_mla():
 
 
 @torch.no_grad()
+@pytest.mark.parametrize("query_chunk", [1, 5, 64])
+def test_gathering_the_chosen_keys_gives_the_masked_layers_output(query_chunk):
+    layer, x = make(SparseLatentAttention, INDEXER)
+    layer, x = layer.double(), torch.cat([x, x.flip(1)], dim=1).double()  # T = 24
+    with torch.no_grad():
+        assert_close(sparse_gathered(layer, x, query_chunk), layer(x), rtol=1e-12, atol=1e-12)
+        shared = SparseLatentAttention(SPEC, None)
+        with pytest.raises(ValueError, match="an indexer of its own"):
+            sparse_gathered(shared, x.float())
+        with pytest.raises(ValueError, match="query_chunk"):
+            sparse_gathered(layer, x, 0)
+
+
 def test_cached_decode_is_recomputing_and_the_cache_holds_the_indexer_keys():
     layer, x = make(SparseLatentAttention, INDEXER)
     cached, cache = steps(layer, x)
