@@ -151,7 +151,13 @@ def unlocated(text: str) -> list[tuple[int, str]]:
         is_item = bool(LIST_ITEM.match(lines[0]))
         predicts = bool(PREDICTS.search(paragraph))
         following = found[index + 1] if index + 1 < len(found) else None
-        if predicts and paragraph.endswith(":") and following:
+        introduces = (
+            following is not None
+            and len(lines) == 1
+            and following[0] == start + 2  # the next block, with no code block between
+            and (following[2] == "table" or LIST_ITEM.match(following[1][0]))
+        )
+        if predicts and paragraph.endswith(":") and introduces:
             # "What the papers predict, reader by reader:" introduces the table or list
             # after it, which carries the locators; a list after it is a list of predictions
             intro = following[2] == "prose"
