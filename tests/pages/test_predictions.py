@@ -35,7 +35,8 @@ DOCS = ROOT / "docs"
 
 PREDICTS = re.compile(
     r"\bpredict(?:s|ed)\b|\bwhat\b[^.]{0,60}\bpredict\b"
-    r"|(?:\b(?:papers?|literature|sources?|authors|they)|et al\.|\)|(?-i:\b[A-Z][\w-]*))\s+predict\b"
+    r"|(?:\b(?:papers?|literature|sources?|authors|they)|et al\.|\)"
+    r"|(?-i:\b[A-Z][\w-]*))\s+predict\b"
     r"|\bpredictions?\s+(?:come|comes|came|tested|from)\b|\bthe\s+prediction\s+(?:tested|rests)\b"
     r"|\bleads?\s+one\s+to\s+expect\b",
     re.I,
@@ -46,7 +47,7 @@ GENERIC_SOURCE = re.compile(
     re.I,
 )
 LOCATOR = re.compile(
-    r"§\s*\d|\bsections?\s+\d|\bsec\.\s*\d|\bFig(?:ure|s?\.)\s*\d|\bFigures\s+\d|\bTables?\s+\d"
+    r"§\s*\d|\bsections?\s+\d|\bsec\.\s*\d|\bFigures?\s*\d|\bFigs?\.\s*\d|\bTables?\s+\d"
     r"|\bAppendi(?:x|ces)\s+[A-Z\d]|\beqs?\.\s*\(?\d|\bequations?\s+\(?\d|\bTheorem\s+\d"
     r"|\babstract\b"
 )
