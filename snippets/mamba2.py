@@ -167,7 +167,8 @@ class Mamba2(nn.Module):
         norm: where the gate goes, one of NORMS.
         eps: inside the RMS norm's square root.
         dt_limit: (low, high) the step is clamped to.
-        bias: the projections' biases; conv_bias: the convolution's.
+        bias: the in-projection's bias; out_bias: the out-projection's (None:
+            as bias); conv_bias: the convolution's.
     """
 
     def __init__(
@@ -184,6 +185,7 @@ class Mamba2(nn.Module):
         eps: float = 1e-5,
         dt_limit: tuple[float, float] = (0.0, float("inf")),
         bias: bool = False,
+        out_bias: bool | None = None,
         conv_bias: bool = True,
     ):
         super().__init__()
@@ -220,7 +222,7 @@ class Mamba2(nn.Module):
         self.dt_bias = nn.Parameter(step + torch.log(-torch.expm1(-step)))  # softplus^-1
         self.D = nn.Parameter(torch.ones(n_head))
         self.norm_weight = nn.Parameter(torch.ones(inner))
-        self.out = nn.Linear(inner, n_embed, bias=bias)
+        self.out = nn.Linear(inner, n_embed, bias=bias if out_bias is None else out_bias)
 
     def gate_and_norm(self, y: Tensor, z: Tensor) -> Tensor:
         """y, z (B, T, H P) -> y gated by SiLU(z) and RMS-normed per group."""
