@@ -231,13 +231,19 @@ def load_mamba2(config, theirs) -> Mamba2:
         conv_bias=theirs.conv1d.bias is not None,
     ).to(dtype=theirs.out_proj.weight.dtype)
     scale = getattr(theirs, "mup_vector", torch.ones(1)).reshape(-1, 1)  # Falcon-H1's
-    ours.in_proj.weight.copy_(theirs.in_proj.weight * scale * getattr(theirs, "ssm_in_multiplier", 1.0))
+    ours.in_proj.weight.copy_(
+        theirs.in_proj.weight * scale * getattr(theirs, "ssm_in_multiplier", 1.0)
+    )
     if theirs.in_proj.bias is not None:
         ours.in_proj.bias.copy_(theirs.in_proj.bias * scale.reshape(-1))
     ours.conv.weight.copy_(theirs.conv1d.weight)
     if theirs.conv1d.bias is not None:
         ours.conv.bias.copy_(theirs.conv1d.bias)
-    for mine, their in ((ours.A_log, theirs.A_log), (ours.dt_bias, theirs.dt_bias), (ours.D, theirs.D)):
+    for mine, their in (
+        (ours.A_log, theirs.A_log),
+        (ours.dt_bias, theirs.dt_bias),
+        (ours.D, theirs.D),
+    ):
         mine.copy_(their)
     if placement != "none":
         ours.norm_weight.copy_(norm.weight)

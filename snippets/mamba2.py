@@ -58,9 +58,14 @@ def _check(x, dt, A, B, C, state) -> None:
 
 # --8<-- [start:recurrent]
 def ssd_recurrent(
-    x: Tensor, dt: Tensor, A: Tensor, B: Tensor, C: Tensor, state: Tensor | None = None
+    x: Tensor,
+    dt: Tensor,
+    A: Tensor,
+    B: Tensor,
+    C: Tensor,
+    state: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
-    """The recurrence one position at a time: h <- exp(dt A) h + dt B x^T, y = h^T C.
+    """One position at a time: h <- exp(dt A) h + dt B x^T, y = h^T C.
 
     Args:
         x: inputs (B, H, T, P).
@@ -203,11 +208,23 @@ class Mamba2(nn.Module):
             raise ValueError(f"n_groups ({n_groups}) must divide n_head ({n_head})")
         if norm not in NORMS:
             raise ValueError(f"norm ({norm!r}) must be one of {NORMS}")
-        self.n_head, self.n_groups, self.head_k, self.head_v = n_head, n_groups, state_size, head_size
-        self.chunk_size, self.norm, self.eps, self.dt_limit = chunk_size, norm, eps, dt_limit
+        self.n_head, self.n_groups, self.head_k, self.head_v = (
+            n_head,
+            n_groups,
+            state_size,
+            head_size,
+        )
+        self.chunk_size, self.norm, self.eps, self.dt_limit = (
+            chunk_size,
+            norm,
+            eps,
+            dt_limit,
+        )
         inner, bc = n_head * head_size, 2 * n_groups * state_size
         self.conv_channels = inner + bc  # what the convolution reads per position
-        self.in_proj = nn.Linear(n_embed, inner + self.conv_channels + n_head, bias=bias)
+        self.in_proj = nn.Linear(
+            n_embed, inner + self.conv_channels + n_head, bias=bias
+        )
         self.conv = nn.Conv1d(
             self.conv_channels,
             self.conv_channels,
@@ -216,13 +233,17 @@ class Mamba2(nn.Module):
             padding=conv_size - 1,
             bias=conv_bias,
         )
-        # Mamba2's initialisation: A in (1, 16), the step log-uniform in (0.001, 0.1).
+        # As Mamba2 starts: A in (1, 16), the step log-uniform in (0.001, 0.1).
         self.A_log = nn.Parameter(torch.empty(n_head).uniform_(1, 16).log())
         step = torch.exp(torch.empty(n_head).uniform_(-6.9, -2.3))
-        self.dt_bias = nn.Parameter(step + torch.log(-torch.expm1(-step)))  # softplus^-1
+        self.dt_bias = nn.Parameter(
+            step + torch.log(-torch.expm1(-step))
+        )  # softplus^-1
         self.D = nn.Parameter(torch.ones(n_head))
         self.norm_weight = nn.Parameter(torch.ones(inner))
-        self.out = nn.Linear(inner, n_embed, bias=bias if out_bias is None else out_bias)
+        self.out = nn.Linear(
+            inner, n_embed, bias=bias if out_bias is None else out_bias
+        )
 
     def gate_and_norm(self, y: Tensor, z: Tensor) -> Tensor:
         """y, z (B, T, H P) -> y gated by SiLU(z) and RMS-normed per group."""

@@ -103,7 +103,8 @@ def test_the_skip_and_the_gate_matter():
         attn.D.zero_()
     assert (attn(x) - y).abs().max() > 1e-3
     ys = [layer(norm=n)(x) for n in ("gate_first", "norm_first", "none")]
-    assert min((a - b).abs().max() for a, b in zip(ys, ys[1:] + ys[:1])) > 1e-3
+    pairs = zip(ys, ys[1:] + ys[:1], strict=True)
+    assert min((a - b).abs().max() for a, b in pairs) > 1e-3
 
 
 def test_the_state_has_the_same_bytes_whatever_t():
