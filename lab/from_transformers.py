@@ -12,6 +12,8 @@ temperature), Mistral Large 4 (DSA with a temperature learned per head, NoPE lay
 layers reading an earlier layer's latents) and DeepSeek-V4 (its compressed layers;
 lab/from_transformers_deepseek.py),
 Kimi Linear, Qwen3.5 and MiniMax (their linear layers: lab/linear_from_transformers.py),
+the Mamba2 hybrids Nemotron-H, Granite 4 and Falcon-H1 (their Mamba2 mixers there too;
+Falcon-H1's attention beside them is not loaded),
 and, on the same pieces, Olmo 3, SmolLM3, Seed-OSS, Apertus, EXAONE 4 (EXAONE 4.5's text
 model) and MiniMax-M2. A config the guide's layer cannot express raises a ValueError
 naming the field.
@@ -84,6 +86,11 @@ FAMILIES = {
     "mistral4": "adjacent",  # rope_interleave=True, its default
     "deepseek_v4": "adjacent",  # its own layer: lab/from_transformers_deepseek.py
     "mistral_large4_text": "adjacent",  # interleaved, as DeepSeek's: the same file
+    # Mamba2 hybrids: their attention layers (NoPE in Nemotron-H; Granite 4's as its
+    # position_embedding_type says); their Mamba2 mixers: lab/linear_from_transformers.py
+    "nemotron_h": "half",
+    "granitemoehybrid": "half",
+    "falcon_h1": "half",  # every layer "hybrid": only its Mamba2 half loads
 }
 # QK-norm per head, or over all heads together (OLMo's, MiniMax's).
 QK_NORM = {
@@ -97,7 +104,8 @@ ONE_PLUS = ("gemma3_text", "qwen3_next", "qwen3_5_text")
 KINDS = {"full_attention": "full", "sliding_attention": "window", "chunked_attention": "chunk"}
 # A layer type or a model_type with a loader of its own -> loader(model, index).
 LAYER_LOADERS: dict[str, Callable[[nn.Module, int], nn.Module]] = {
-    "linear_attention": load_linear_attention,  # Qwen3-Next's Gated DeltaNet
+    "linear_attention": load_linear_attention,  # Qwen3-Next's Gated DeltaNet, Mamba2's
+    "hybrid": load_linear_attention,  # Falcon-H1's layers: their Mamba2 half
 }
 
 
@@ -185,6 +193,10 @@ def spec_from_config(config, index: int) -> AttentionSpec | MLASpec:
         uses_rope = bool(config.no_rope_layers[index])
     if family == "exaone4":  # NoPE full layers beside window layers
         uses_rope = config.sliding_window is None or kind == "window"
+    if family == "nemotron_h":  # order comes from the Mamba2 layers only
+        uses_rope = False
+    if family == "granitemoehybrid":
+        uses_rope = config.position_embedding_type == "rope"
     if family == "smollm3" and kind == "window" and not config.use_sliding_window:
         _refuse(config, "use_sliding_window", False, "its layer_types say sliding_attention")
     if family == GEMMA4:  # its head size and G differ per layer type
@@ -197,6 +209,8 @@ def spec_from_config(config, index: int) -> AttentionSpec | MLASpec:
         fields["qk_norm"] = "head"
     if family in ("gemma2", "gemma3_text"):
         fields["scale"] = config.query_pre_attn_scalar**-0.5
+    if family == "granitemoehybrid":  # the score's scale itself, not 1 / sqrt(D)
+        fields["scale"] = config.attention_multiplier
     rope = rope_spec(config, kind_name, fields["head_size"]) if uses_rope else None
     temperature = None
     if family == "llama4_text" and not uses_rope and config.attn_temperature_tuning:
@@ -213,7 +227,7 @@ def spec_from_config(config, index: int) -> AttentionSpec | MLASpec:
         out_bias=out_bias,
         qk_norm_weight=family != "llama4_text",
         qk_norm_after_rope=family == "llama4_text",
-        eps=config.rms_norm_eps,
+        eps=_field(config, "rms_norm_eps", 1e-6),  # QK-norm's; Nemotron-H has none
         softcap=getattr(config, "attn_logit_softcapping", None),
         sinks=family == "gpt_oss",
         gate="elementwise" if family in ("qwen3_next", "qwen3_5_text") else None,
@@ -380,7 +394,8 @@ def load_attention(model: nn.Module, layer_index: int) -> nn.Module:
         return loader(model, layer_index)
     spec = spec_from_config(config, layer_index)
     decoder = model.model if hasattr(model, "model") else model
-    module = decoder.layers[layer_index].self_attn
+    layer = decoder.layers[layer_index]
+    module = getattr(layer, "self_attn", None) or layer.mixer  # Nemotron-H: its mixer
     if isinstance(spec, MLASpec):
         return _load_mla(module, spec, config).eval()
     values_turned = spec.k_eq_v  # or its source's, for a layer reading another's

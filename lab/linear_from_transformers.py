@@ -16,6 +16,9 @@ loaded by load_kda: the same q, k, v projections and convolution, the decay's an
 the output gate's low-rank pairs (forget_gate.f_a_proj, f_b_proj; g_a_proj, g_b_proj).
 MiniMax's are lightning attention (snippets/lightning.py, load_lightning).
 Qwen3.5's are Qwen3-Next's layer with its own weight layout (load_qwen3_5).
+The hybrids' Mamba2 mixers (Nemotron-H's "linear_attention" blocks, Granite 4's
+mamba layers, Falcon-H1's mamba half of every "hybrid" layer) are snippets/mamba2.py's
+Mamba2 (load_mamba2): one in-projection, the conv, A_log, dt_bias, D, the gated norm.
 load_linear_attention picks the loader by config.model_type (LOADERS).
 
 transformers is a tooling dependency: snippets/ never imports it.
@@ -26,6 +29,11 @@ import torch
 from snippets.kda import KimiDeltaAttention
 from snippets.lightning import LightningAttention
 from snippets.linear_attention import GatedDeltaNet
+from snippets.mamba2 import Mamba2
+
+# The layer types whose (linear) mixer loads here: Falcon-H1's "hybrid" layers hold a
+# Mamba2 mixer beside their attention; this loader takes the Mamba2 half.
+LINEAR_KINDS = ("linear_attention", "hybrid")
 
 
 def _layers(model):
@@ -45,16 +53,24 @@ def load_linear_attention(model, layer_index: int) -> GatedDeltaNet:
     if not 0 <= layer_index < len(layers):
         raise ValueError(f"layer_index ({layer_index}) must be in [0, {len(layers)})")
     kind = config.layer_types[layer_index]
-    if kind != "linear_attention":
-        raise ValueError(f"layer {layer_index} is a {kind!r} layer, not 'linear_attention'")
+    if kind not in LINEAR_KINDS:
+        raise ValueError(f"layer {layer_index} is a {kind!r} layer, not one of {LINEAR_KINDS}")
     if config.model_type not in LOADERS:
         raise ValueError(
             f"config.model_type ({config.model_type!r}): no linear-attention loader, "
             f"only {list(LOADERS)}"
         )
-    layer = layers[layer_index]
-    theirs = getattr(layer, "linear_attn", None) or layer.self_attn
+    theirs = linear_mixer(layers[layer_index])
     return LOADERS[config.model_type](config, theirs).eval()
+
+
+def linear_mixer(layer):
+    """A decoder layer's linear mixer: linear_attn, mamba (Falcon-H1, Granite 4),
+    mixer (Nemotron-H), or self_attn (MiniMax, Kimi Linear)."""
+    for name in ("linear_attn", "mamba", "mixer", "self_attn"):
+        if (module := getattr(layer, name, None)) is not None:
+            return module
+    raise ValueError(f"{type(layer).__name__} has no linear mixer")
 
 
 @torch.no_grad()
@@ -183,10 +199,65 @@ def load_lightning(config, theirs) -> LightningAttention:
     return ours
 
 
+@torch.no_grad()
+def load_mamba2(config, theirs) -> Mamba2:
+    """Nemotron-H's, Falcon-H1's and Granite 4's Mamba2 mixers as the guide's Mamba2.
+
+    The three share the mixer's layout (in_proj's rows: z, then xBC, then dt; conv1d
+    over xBC) and differ in the norm: Nemotron-H and Granite 4 multiply the gate in
+    before the grouped RMS norm; Falcon-H1 has none (mamba_rms_norm=False) or one
+    applied before the gate (mamba_norm_before_gate), and multipliers on the input
+    (ssm_in_multiplier) and on in_proj's five parts (mup_vector), folded here into
+    in_proj's weights.
+    """
+    norm = theirs.norm
+    if isinstance(norm, torch.nn.Identity):
+        placement = "none"
+    else:
+        placement = "norm_first" if getattr(norm, "norm_before_gate", False) else "gate_first"
+    ours = Mamba2(
+        config.hidden_size,
+        theirs.num_heads,
+        theirs.head_dim,
+        theirs.ssm_state_size,
+        n_groups=theirs.n_groups,
+        conv_size=theirs.conv_kernel_size,
+        chunk_size=theirs.chunk_size,
+        norm=placement,
+        eps=getattr(norm, "variance_epsilon", 1e-5),
+        dt_limit=tuple(float(t) for t in theirs.time_step_limit),
+        bias=theirs.in_proj.bias is not None,
+        out_bias=theirs.out_proj.bias is not None,
+        conv_bias=theirs.conv1d.bias is not None,
+    ).to(dtype=theirs.out_proj.weight.dtype)
+    scale = getattr(theirs, "mup_vector", torch.ones(1)).reshape(-1, 1)  # Falcon-H1's
+    ours.in_proj.weight.copy_(
+        theirs.in_proj.weight * scale * getattr(theirs, "ssm_in_multiplier", 1.0)
+    )
+    if theirs.in_proj.bias is not None:
+        ours.in_proj.bias.copy_(theirs.in_proj.bias * scale.reshape(-1))
+    ours.conv.weight.copy_(theirs.conv1d.weight)
+    if theirs.conv1d.bias is not None:
+        ours.conv.bias.copy_(theirs.conv1d.bias)
+    for mine, their in (
+        (ours.A_log, theirs.A_log),
+        (ours.dt_bias, theirs.dt_bias),
+        (ours.D, theirs.D),
+    ):
+        mine.copy_(their)
+    if placement != "none":
+        ours.norm_weight.copy_(norm.weight)
+    ours.out.weight.copy_(theirs.out_proj.weight)
+    if theirs.out_proj.bias is not None:
+        ours.out.bias.copy_(theirs.out_proj.bias)
+    return ours
+
+
 # config.model_type -> loader(config, transformers' layer).
 LOADERS = {
     "minimax": load_lightning,
     "qwen3_next": load_qwen3_next,
     "qwen3_5_text": load_qwen3_5,
     "kimi_linear": load_kda,
+    **dict.fromkeys(("nemotron_h", "falcon_h1", "granitemoehybrid"), load_mamba2),
 }

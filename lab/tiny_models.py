@@ -13,7 +13,16 @@ which wrong layers still agree: perturb() makes attention sharp.
 import torch
 import torch.nn as nn
 
-__all__ = ["TINY", "tiny_config", "tiny_model", "decoder", "perturb", "record_layers", "WINDOW"]
+__all__ = [
+    "TINY",
+    "tiny_config",
+    "tiny_model",
+    "decoder",
+    "perturb",
+    "record_layers",
+    "attention_of",
+    "WINDOW",
+]
 
 WINDOW = 8  # every window and chunk; the tests run T = 3 * WINDOW
 # What every tiny model shares: C = 48 channels, H = 4 heads of D = 16
@@ -53,6 +62,10 @@ DSA_TINY = {
     "index_topk": 6,
     "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0},
 }
+# The Mamba2 hybrids: 4 heads of P = 12 (H P = C, mamba_expand 1) on a state of N = 5 in
+# 2 groups, conv width 4, chunks of WINDOW (the tests' T spans three).
+MAMBA_TINY = {"mamba_n_heads": 4, "mamba_d_head": 12, "mamba_d_state": 5, "mamba_n_groups": 2}
+MAMBA_TINY |= {"mamba_d_conv": 4, "mamba_chunk_size": WINDOW, "mamba_expand": 1}
 # model_type -> (config class name, the family's own fields).
 TINY = {
     "llama": (
@@ -326,6 +339,41 @@ TINY = {
             "eos_token_id": None,
         },
     ),
+    "nemotron_h": (
+        "NemotronHConfig",
+        {  # Mamba2 and attention blocks (its MLP blocks are not attention: none here)
+            "layers_block_type": ["linear_attention", "linear_attention", "full_attention"]
+            + ["linear_attention"],
+            "mamba_num_heads": 4,
+            "mamba_head_dim": 12,
+            "ssm_state_size": 5,
+            "n_groups": 2,
+            "conv_kernel": 4,
+            "chunk_size": WINDOW,
+            "use_conv_bias": True,
+        },
+    ),
+    "granitemoehybrid": (
+        "GraniteMoeHybridConfig",
+        {  # 3 Mamba2 layers : 1 attention layer, NoPE, a scale of its own
+            **MAMBA_TINY,
+            "layer_types": ["linear_attention"] * 3 + ["full_attention"],
+            "num_local_experts": 2,
+            **MOE,
+            "shared_intermediate_size": 32,
+            "attention_multiplier": 0.3,
+        },
+    ),
+    "falcon_h1": (
+        "FalconH1Config",
+        {  # every layer Mamba2 beside attention; its multipliers not 1, to be folded
+            **MAMBA_TINY,
+            "mamba_d_ssm": 48,
+            "ssm_multipliers": [0.5, 2.0, 1.5, 0.75, 1.25],
+            "ssm_in_multiplier": 0.8,
+            "mamba_proj_bias": True,
+        },
+    ),
 }
 
 # Families AutoModelForCausalLM does not map (transformers 5.23): their own class.
@@ -364,6 +412,18 @@ def tiny_model(family: str, seed: int = 0, **changes) -> nn.Module:
     return model.eval()
 
 
+def attention_of(layer: nn.Module) -> nn.Module | None:
+    """A decoder layer's attention, softmax or linear: Falcon-H1's Mamba2 half
+    first (its attention beside it has no loader), then self_attn or linear_attn,
+    then Nemotron-H's mixer where its block is one (not an MLP or MoE block)."""
+    for name in ("mamba", "self_attn", "linear_attn"):
+        if (module := getattr(layer, name, None)) is not None:
+            return module
+    if getattr(layer, "block_type", None) in ("linear_attention", "full_attention"):
+        return layer.mixer
+    return None
+
+
 @torch.no_grad()
 def perturb(model: nn.Module, seed: int = 0, std: float = 0.25) -> None:
     """Every attention weight, softmax or linear, redrawn with std `std` (biases,
@@ -374,7 +434,7 @@ def perturb(model: nn.Module, seed: int = 0, std: float = 0.25) -> None:
     if hasattr(rotary, "alpha"):  # Mistral Large 4's learned RoPE frequencies: exp(alpha)
         rotary.alpha.copy_(torch.randn(rotary.alpha.shape, generator=g) * std)
     for layer in decoder(model).layers:
-        attention = getattr(layer, "self_attn", None) or getattr(layer, "linear_attn", None)
+        attention = attention_of(layer)
         if attention is None:
             continue
         for name, p in attention.named_parameters():
@@ -394,7 +454,7 @@ def record_layers(model: nn.Module, tokens: torch.Tensor) -> list[dict]:
     "weights": second, None for a linear layer}."""
     seen, hooks = [], []
     for layer in decoder(model).layers:
-        module = getattr(layer, "self_attn", None) or getattr(layer, "linear_attn", None)
+        module = attention_of(layer)
         seen.append({})
         if module is None:
             continue

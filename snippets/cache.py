@@ -11,7 +11,8 @@ layer has its kind of cache, and all of them are a `Cache`:
   layer, filled in place when given buffers;
 - `RollingCache`: keys and values of the last `window` tokens, the first
   `sinks` kept for good (StreamingLLM), each turned to its place in the cache;
-- `LinearState`: a Gated DeltaNet layer's fixed-size state;
+- `LinearState`: a linear layer's fixed-size state (Gated DeltaNet's,
+  Mamba2's);
 - `SharedCache`: nothing of its own, for a layer that reads another layer's
   keys and values (Gemma 4's num_kv_shared_layers).
 
@@ -250,24 +251,29 @@ def read(cache, q, k, v, position: str):
 # --8<-- [start:linear_state]
 class LinearState(Cache):
     """A linear layer's memory of the positions read so far: its state S
-    (B, H, K, V) (Gated DeltaNet's delta-rule state, or another rule's) and the
-    last conv_size - 1 inputs of its short convolution, if it has one. The
-    same bytes after 1 token or 100,000.
+    (B, H, K, V) (Gated DeltaNet's delta-rule state, Mamba2's (B, H, N, P), or
+    another rule's) and the last conv_size - 1 rows its short convolution
+    reads, if it has one. The same bytes after 1 token or 100,000.
 
     Args:
-        attn: the layer (gives H, K, V, C, the convolution's width, the dtype).
+        attn: the layer (gives H, K, V, C, the convolution's width, the dtype;
+            conv_channels, if it has them: the width of the rows its
+            convolution reads, else the input's C).
         batch_size: B.
     """
 
     def __init__(self, attn: torch.nn.Module, batch_size: int):
-        like = {"dtype": attn.q.weight.dtype, "device": attn.q.weight.device}
+        first = attn.q if hasattr(attn, "q") else attn.in_proj
+        like = {"dtype": first.weight.dtype, "device": first.weight.device}
         H, K, V = attn.n_head, attn.head_k, attn.head_v
-        self.S = torch.zeros(batch_size, H, K, V, **like)  # the delta-rule state
-        # The convolution reads conv_size - 1 earlier positions. The projections
-        # into it have no bias, so earlier *inputs* x (zeros before the first
-        # token, as the layer's own padding) are as good as their projections.
+        self.S = torch.zeros(batch_size, H, K, V, **like)  # the rule's state
+        # The convolution reads conv_size - 1 earlier positions. Gated DeltaNet's
+        # projections into it have no bias, so earlier *inputs* x (zeros before
+        # the first token, as the layer's own padding) are as good as their
+        # projections; Mamba2 keeps its convolution's own input rows (xBC).
         width = attn.conv.kernel_size[0] - 1 if hasattr(attn, "conv") else 0
-        self.recent = torch.zeros(batch_size, width, attn.q.in_features, **like)
+        channels = getattr(attn, "conv_channels", first.in_features)
+        self.recent = torch.zeros(batch_size, width, channels, **like)
         self.kind, self.seen = "linear", 0
 
     def __len__(self) -> int:
