@@ -1,4 +1,4 @@
-"""A model as data: the attention of each layer from a spec, the block's pieces from one.
+"""A model as data: each layer's attention from a spec, the block's pieces from one.
 
 Needs torch, snippets/checks.py, snippets/taming.py (rms_norm) and, for the
 layers a spec names, snippets/configurable.py. snippets/model.py's GPTConfig
@@ -93,7 +93,8 @@ REPLACED = {
 def check_layers(config) -> None:
     """The rules of `layers` and `block` against a GPTConfig's other fields."""
     if config.block is not None and not isinstance(config.block, BlockSpec):
-        raise TypeError(f"block must be a BlockSpec, got {type(config.block).__name__}")
+        got = type(config.block).__name__
+        raise TypeError(f"block must be a BlockSpec, got {got}")
     layers = config.layers
     if layers is None:
         return
@@ -104,10 +105,12 @@ def check_layers(config) -> None:
         )
     for i, spec in enumerate(layers):
         if type(spec) not in LAYERS:
-            raise TypeError(f"layers[{i}] must be one of {[c.__name__ for c in LAYERS]}")
+            names = [c.__name__ for c in LAYERS]
+            raise TypeError(f"layers[{i}] must be one of {names}")
         if spec.n_embed != config.n_embed:
             raise ValueError(
-                f"layers[{i}].n_embed ({spec.n_embed}) must be n_embed ({config.n_embed})"
+                f"layers[{i}].n_embed ({spec.n_embed}) must be n_embed "
+                f"({config.n_embed})"
             )
         if getattr(spec, "kv_source", None) is not None:
             raise ValueError(
@@ -150,7 +153,8 @@ class RMSNorm(nn.Module):
         super().__init__()
         check_positive_int("n_embed", n_embed)
         self.eps, self.one_plus = eps, one_plus
-        self.weight = nn.Parameter(torch.zeros(n_embed) if one_plus else torch.ones(n_embed))
+        start = torch.zeros(n_embed) if one_plus else torch.ones(n_embed)
+        self.weight = nn.Parameter(start)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x (..., C) -> (..., C)."""
@@ -224,12 +228,13 @@ class BlockSpec:
         check_positive_int("hidden", self.hidden)
         if self.activation not in ACTIVATIONS:
             raise ValueError(
-                f"activation ({self.activation!r}) must be one of {list(ACTIVATIONS)}"
+                f"activation ({self.activation!r}) must be one of "
+                f"{list(ACTIVATIONS)}"
             )
         if self.norms not in NORMS:
             raise ValueError(f"norms ({self.norms!r}) must be one of {list(NORMS)}")
         if not self.eps > 0:
-            raise ValueError(f"eps ({self.eps!r}) must be > 0: it keeps the root above 0")
+            raise ValueError(f"eps ({self.eps!r}) must be > 0")
 
     def norm(self, n_embed: int, where: str):
         """The norm "before" or "after" a sublayer (no_norm if it has none

@@ -87,7 +87,8 @@ class GPTConfig:
     block: BlockSpec | None = dataclasses.field(default=None, repr=False)
 
     def __post_init__(self):
-        for name in ("vocab_size", "context_length", "n_embed", "n_head", "n_layer"):
+        sizes = ("vocab_size", "context_length", "n_embed", "n_head", "n_layer")
+        for name in sizes:
             check_positive_int(name, getattr(self, name))
         if self.n_embed % self.n_head != 0:
             raise ValueError(
@@ -115,8 +116,8 @@ class GPTConfig:
                 f"position='sinusoidal' needs an even n_embed ({self.n_embed}): "
                 f"sin and cos take turns"
             )
-        if self.max_length is not None:
-            if type(self.max_length) is not int or self.max_length < self.context_length:
+        if (longest := self.max_length) is not None:
+            if type(longest) is not int or longest < self.context_length:
                 raise ValueError(
                     f"max_length ({self.max_length!r}) must be None or an int >= "
                     f"context_length ({self.context_length})"
@@ -235,9 +236,8 @@ class Block(nn.Module):
         self.ln2 = nn.LayerNorm(C) if spec is None else spec.norm(C, "before")
         self.mlp = MLP(config) if spec is None else spec.mlp(C)
         # What a sublayer adds is normalised first in Gemma 3 and Olmo only.
-        self.post1 = self.post2 = no_norm
-        if spec is not None:
-            self.post1, self.post2 = spec.norm(C, "after"), spec.norm(C, "after")
+        self.post1 = no_norm if spec is None else spec.norm(C, "after")
+        self.post2 = no_norm if spec is None else spec.norm(C, "after")
 
     def forward(self, x: torch.Tensor, cache=None, *, return_weights=False):
         """x (B, T, C) -> (B, T, C); with return_weights, also the attention
