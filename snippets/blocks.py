@@ -107,11 +107,12 @@ def check_layers(config) -> None:
         if type(spec) not in LAYERS:
             names = [c.__name__ for c in LAYERS]
             raise TypeError(f"layers[{i}] must be one of {names}")
-        if spec.n_embed != config.n_embed:
-            raise ValueError(
-                f"layers[{i}].n_embed ({spec.n_embed}) must be n_embed "
-                f"({config.n_embed})"
-            )
+        for name in ("n_embed", "n_head"):  # every layer's weights stack
+            if getattr(spec, name) != getattr(config, name):
+                raise ValueError(
+                    f"layers[{i}].{name} ({getattr(spec, name)}) must be "
+                    f"{name} ({getattr(config, name)})"
+                )
         if getattr(spec, "kv_source", None) is not None:
             raise ValueError(
                 f"layers[{i}].kv_source ({spec.kv_source}): a GPT's layers keep "
