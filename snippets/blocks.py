@@ -157,6 +157,9 @@ class RMSNorm(nn.Module):
         start = torch.zeros(n_embed) if one_plus else torch.ones(n_embed)
         self.weight = nn.Parameter(start)
 
+    def extra_repr(self) -> str:
+        return f"{self.weight.numel()}, eps={self.eps}, one_plus={self.one_plus}"
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x (..., C) -> (..., C)."""
         weight = 1 + self.weight if self.one_plus else self.weight
