@@ -181,12 +181,16 @@ class GatedMLP(nn.Module):
     Args:
         n_embed: C.
         hidden: the hidden width (a config's intermediate_size).
-        activation: a key of ACTIVATIONS.
-        bias: biases on the three projections.
+        activation (str): a key of ACTIVATIONS.
+        bias (bool): biases on the three projections.
     """
 
     def __init__(self, n_embed: int, hidden: int, activation="silu", bias=False):
         super().__init__()
+        if activation not in ACTIVATIONS:
+            raise ValueError(
+                f"activation ({activation!r}): not one of {list(ACTIVATIONS)}"
+            )
         self.act = ACTIVATIONS[activation]
         self.gate = nn.Linear(n_embed, hidden, bias=bias)
         self.up = nn.Linear(n_embed, hidden, bias=bias)

@@ -236,6 +236,13 @@ def test_a_block_spec_refuses_what_it_cannot_mean(fields, message):
         BlockSpec(**{"hidden": 8, **fields})
 
 
+def test_the_gated_mlp_refuses_an_activation_it_does_not_have():
+    with pytest.raises(
+        ValueError, match=r"activation \('relu'\): not one of \['silu', 'gelu-tanh'\]"
+    ):
+        GatedMLP(C, 8, "relu")
+
+
 def test_learned_positions_still_add_to_a_spec_gpt():
     c = config(position="learned")
     model = GPT(c)
