@@ -158,7 +158,8 @@ class KVCache(ModelCache):
     heads (H without sharing); or, for attention="mla", the latents,
     (L, B, T_max, R). T_max is the longest sequence the model accepts
     (context_length, or max_length if set). Allocated once and filled in place:
-    appending never copies what is already there. Layer i's cache,
+    appending never copies what is already there. With per-layer specs
+    (config.layers), each layer's new_cache() instead. Layer i's cache,
     `layers[i]`, is a LayerCache writing into row i; a Gated DeltaNet block
     (layer_types) keeps a fixed-size LinearState instead, and its row stays
     empty. `model(idx, cache=cache)` reads and extends it (snippets/cache.py).
@@ -170,6 +171,9 @@ class KVCache(ModelCache):
 
     def __init__(self, model: GPT, batch_size: int):
         config = model.config
+        if config.layers is not None:  # per-layer specs: each layer's own cache
+            super().__init__(block.attn.new_cache() for block in model.blocks)
+            return
         L, T_max = config.n_layer, config.longest
         D = config.n_embed // config.n_head
         weight = model.lm_head.weight
@@ -196,7 +200,9 @@ class KVCache(ModelCache):
                   for t in c.tensors()]  # fmt: skip
         if hasattr(self, "latent"):
             return [self.latent, *states]
-        return [self.k, self.v, *states]
+        if hasattr(self, "k"):
+            return [self.k, self.v, *states]
+        return super().tensors()  # per-layer specs: what each layer's cache holds
 
 
 # --8<-- [end:kv_cache]

@@ -1,8 +1,8 @@
 """A decoder-only Transformer (GPT) around the attention of snippets/attention.py.
 
 Needs torch and, from this folder, the layers a block can hold (attention.py,
-positional_attention.py, kv_heads.py, taming.py, linear_attention.py), cache.py
-(their caches), positions.py (the position schemes) and objectives.py (the
+positional_attention.py, kv_heads.py, taming.py, linear_attention.py, and per
+layer from a spec, blocks.py), cache.py, positions.py and objectives.py (the
 loss). Shape letters:
 B batch, T sequence length, C channels (n_embed), H heads, V vocabulary size,
 L layers.
@@ -15,7 +15,9 @@ import torch
 import torch.nn as nn
 
 from snippets.attention import CausalSelfAttention
+from snippets.blocks import BlockSpec, check_layers, make_layer, no_norm, recount
 from snippets.cache import ModelCache, check_fits
+from snippets.checks import check_positive_int
 from snippets.kv_heads import (
     GroupedQueryAttention,
     MultiHeadLatentAttention,
@@ -79,17 +81,15 @@ class GPTConfig:
     soft_cap: float | None = None  # c: scores become c * tanh(s / c) (Gemma 2)
     sinks: bool = False  # a learned sink logit per head (gpt-oss)
     gate: str | None = None  # "elementwise" (Qwen3-Next) or "head": sigmoid gate
+    # A model as data (snippets/blocks.py): one attention spec per block, and the
+    # norms and MLP of today's families; None: the fields above, the teaching block.
+    layers: tuple | None = dataclasses.field(default=None, repr=False)
+    block: BlockSpec | None = dataclasses.field(default=None, repr=False)
 
     def __post_init__(self):
         sizes = ("vocab_size", "context_length", "n_embed", "n_head", "n_layer")
         for name in sizes:
-            value = getattr(self, name)
-            if type(value) is not int:
-                raise TypeError(
-                    f"{name} ({value!r}) must be an int, got {type(value).__name__}"
-                )
-            if value <= 0:
-                raise ValueError(f"{name} ({value}) must be positive")
+            check_positive_int(name, getattr(self, name))
         if self.n_embed % self.n_head != 0:
             raise ValueError(
                 f"n_embed ({self.n_embed}) must be divisible by "
@@ -116,10 +116,8 @@ class GPTConfig:
                 f"position='sinusoidal' needs an even n_embed ({self.n_embed}): "
                 f"sin and cos take turns"
             )
-        if self.max_length is not None:
-            if type(self.max_length) is not int or self.max_length < (
-                self.context_length
-            ):
+        if (longest := self.max_length) is not None:
+            if type(longest) is not int or longest < self.context_length:
                 raise ValueError(
                     f"max_length ({self.max_length!r}) must be None or an int >= "
                     f"context_length ({self.context_length})"
@@ -133,6 +131,7 @@ class GPTConfig:
                     f"{self.context_length} rows"
                 )
         check_kv_heads(self)  # n_kv_head and kv_latent (snippets/kv_heads.py)
+        check_layers(self)  # layers and block (snippets/blocks.py)
         types = self.layer_types
         if types is not None and (
             len(types) != self.n_layer or not set(types) <= {"softmax", "linear"}
@@ -174,6 +173,8 @@ class GPTConfig:
 def make_attention(config: GPTConfig, layer: int = 0) -> nn.Module:
     """The attention layer config asks for in block `layer`, at width n_embed."""
     H, C, T = config.n_head, config.n_embed, config.context_length
+    if config.layers is not None:  # the layer its spec describes
+        return make_layer(config.layers[layer])
     if config.layer_types is not None and config.layer_types[layer] == "linear":
         heads, D = config.linear_state or (H, C // H)
         return GatedDeltaNet(C, heads, D, D)
@@ -223,17 +224,20 @@ class Block(nn.Module):
     """Pre-norm residual block: x + attention(LN(x)), then x + MLP(LN(x)).
 
     Args:
-        config: gives C, H, the context length, dropout and which attention layer.
+        config: gives C, H, dropout, the attention layer and block (blocks.py).
     """
 
     def __init__(self, config: GPTConfig, layer: int = 0):
         super().__init__()
-        C = config.n_embed
-        self.ln1 = nn.LayerNorm(C)
+        C, spec = config.n_embed, config.block
+        self.ln1 = nn.LayerNorm(C) if spec is None else spec.norm(C, "before")
         self.attn = make_attention(config, layer)
         self.drop = nn.Dropout(config.dropout)
-        self.ln2 = nn.LayerNorm(C)
-        self.mlp = MLP(config)
+        self.ln2 = nn.LayerNorm(C) if spec is None else spec.norm(C, "before")
+        self.mlp = MLP(config) if spec is None else spec.mlp(C)
+        # What a sublayer adds is normalised first in Gemma 3 and Olmo only.
+        self.post1 = no_norm if spec is None else spec.norm(C, "after")
+        self.post2 = no_norm if spec is None else spec.norm(C, "after")
 
     def forward(self, x: torch.Tensor, cache=None, *, return_weights=False):
         """x (B, T, C) -> (B, T, C); with return_weights, also the attention
@@ -244,8 +248,8 @@ class Block(nn.Module):
         cached = () if cache is None else (cache,)  # the per-head layer takes none
         out = self.attn(self.ln1(x), *cached, return_weights=return_weights)
         out, weights = out if return_weights else (out, None)
-        x = x + self.drop(out)  # positions exchange information
-        x = x + self.mlp(self.ln2(x))  # each position works on what it gathered
+        x = x + self.drop(self.post1(out))  # positions exchange information
+        x = x + self.post2(self.mlp(self.ln2(x)))  # each works on what it gathered
         return (x, weights) if return_weights else x
 
 
@@ -276,7 +280,8 @@ class GPT(nn.Module):
         self.blocks = nn.ModuleList(
             [Block(config, i) for i in range(config.n_layer)]
         )
-        self.ln_f = nn.LayerNorm(C)  # the stream is a sum of L blocks' outputs
+        block = config.block  # the stream is a sum of L blocks' outputs
+        self.ln_f = nn.LayerNorm(C) if block is None else block.norm(C, "final")
         self.lm_head = nn.Linear(C, V, bias=False)  # row v scores token v as next
         if config.tie_weights:
             # One (V, C) matrix both reads tokens in and scores them out: V * C
@@ -343,6 +348,8 @@ class GPT(nn.Module):
         > 0 under a KV cache) -> (B, T, C).
         """
         x = self.tok_emb(idx)  # (B, T) -> (B, T, C)
+        if self.config.block is not None:  # Gemma: times sqrt(C)
+            x = self.config.block.scale(x)
         T, C = idx.size(1), self.config.n_embed
         if self.config.position == "learned":
             positions = torch.arange(start, start + T, device=idx.device)  # (T,)
@@ -455,7 +462,9 @@ def parameter_count(config: GPTConfig) -> int:
     H, D = config.linear_state or (config.n_head, C // config.n_head)
     # q k v z and out; b and a; A and dt; the convolution (width 4); the norm
     gdn = 5 * C * H * D + 2 * C * H + 2 * H + 3 * H * D * 4 + D
-    return embeddings + L * block + linear * (gdn - attention) + layer_norm + head
+    total = embeddings + L * block + linear * (gdn - attention) + layer_norm + head
+    # layers and block: their pieces' counts instead (snippets/blocks.py)
+    return total + recount(config, block - attention, attention, layer_norm)
 
 
 # --8<-- [end:parameter_count]

@@ -1,0 +1,283 @@
+"""A model as data: each layer's attention from a spec, the block's pieces from one.
+
+Needs torch, snippets/checks.py, snippets/taming.py (rms_norm) and, for the
+layers a spec names, snippets/configurable.py. snippets/model.py's GPTConfig
+takes two of these:
+
+- `layers`: one attention spec per block. LAYERS maps a spec's class to the
+  layer it builds (an AttentionSpec to a ConfigurableAttention): each takes
+  `forward(x, cache=None, *, return_weights=False)` and makes its own cache
+  with `new_cache()`, so the GPT, generate and gpt_attention run it as they
+  run the teaching layers. Another kind of layer (MLA's, a linear one) enters
+  as one more entry of LAYERS.
+- `block`: a BlockSpec, the pieces around attention that today's dense
+  families choose: RMSNorm (Gemma's scales stored as w - 1), where the norms
+  sit, a gated MLP of its own width, and Gemma's sqrt(C) on the token vectors.
+  None: the teaching block (LayerNorm before each sublayer, the 4C GELU MLP).
+
+The rules between these options and GPTConfig's other fields live here
+(check_layers). Shape letters: B batch, T positions, C channels.
+"""
+
+# --8<-- [start:imports]
+import dataclasses
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from snippets.checks import check_positive_int
+from snippets.configurable import AttentionSpec, ConfigurableAttention
+from snippets.taming import rms_norm
+
+# --8<-- [end:imports]
+
+__all__ = [
+    "LAYERS",
+    "make_layer",
+    "layer_parameters",
+    "check_layers",
+    "RMSNorm",
+    "GatedMLP",
+    "BlockSpec",
+    "no_norm",
+    "recount",
+]
+
+
+# --8<-- [start:layers]
+# A spec's class -> the layer it builds, and its parameters counted by hand.
+LAYERS = {AttentionSpec: ConfigurableAttention}
+
+
+def make_layer(spec) -> nn.Module:
+    """The attention layer a per-layer spec describes."""
+    if type(spec) not in LAYERS:
+        raise TypeError(
+            f"a layer spec must be one of {[c.__name__ for c in LAYERS]}, "
+            f"got {type(spec).__name__}"
+        )
+    return LAYERS[type(spec)](spec)
+
+
+def layer_parameters(spec: AttentionSpec) -> int:
+    """The parameters of ConfigurableAttention(spec), counted by hand."""
+    C, H, G, D = spec.n_embed, spec.n_head, spec.n_kv_head, spec.head_size
+    own = spec.kv_source is None
+    kv = (own + (own and not spec.k_eq_v)) * (C * G * D + spec.bias * G * D)
+    count = C * H * D + spec.bias * H * D + kv + H * D * C + spec.out_bias * C
+    if spec.qk_norm and spec.qk_norm_weight:  # a scale per channel of q, k
+        count += D * (1 + own) if spec.qk_norm == "head" else H * D + own * G * D
+    width = H * D if spec.gate == "elementwise" else H
+    count += spec.sinks * H + (spec.gate is not None) * (C + spec.bias) * width
+    return count
+
+
+# --8<-- [end:layers]
+
+# GPTConfig's fields that a per-layer spec replaces, with their defaults.
+REPLACED = {
+    "attention": "fused",
+    "n_kv_head": None,
+    "kv_latent": None,
+    "layer_types": None,
+    "linear_state": None,
+    "qk_norm": None,
+    "soft_cap": None,
+    "sinks": False,
+    "gate": None,
+}
+
+
+def check_layers(config) -> None:
+    """The rules of `layers` and `block` against a GPTConfig's other fields."""
+    if config.block is not None and not isinstance(config.block, BlockSpec):
+        got = type(config.block).__name__
+        raise TypeError(f"block must be a BlockSpec, got {got}")
+    layers = config.layers
+    if layers is None:
+        return
+    if not isinstance(layers, tuple) or len(layers) != config.n_layer:
+        raise ValueError(
+            f"layers must be a tuple of n_layer ({config.n_layer}) specs, got "
+            f"{type(layers).__name__} of {len(layers)}"
+        )
+    for i, spec in enumerate(layers):
+        if type(spec) not in LAYERS:
+            names = [c.__name__ for c in LAYERS]
+            raise TypeError(f"layers[{i}] must be one of {names}")
+        for name in ("n_embed", "n_head"):  # every layer's weights stack
+            if getattr(spec, name) != getattr(config, name):
+                raise ValueError(
+                    f"layers[{i}].{name} ({getattr(spec, name)}) must be "
+                    f"{name} ({getattr(config, name)})"
+                )
+        if getattr(spec, "kv_source", None) is not None:
+            raise ValueError(
+                f"layers[{i}].kv_source ({spec.kv_source}): a GPT's layers keep "
+                f"their own keys and values (a sharing layer needs a cache even "
+                f"for one pass)"
+            )
+    for name, default in REPLACED.items():
+        if getattr(config, name) != default:
+            raise ValueError(
+                f"{name}={getattr(config, name)!r} with layers: each layer's spec "
+                f"says how it attends; leave {name} at {default!r}"
+            )
+    if config.position in ("rope", "alibi"):
+        raise ValueError(
+            f"position={config.position!r} acts inside attention: with layers, "
+            f"each spec's rope says it; position adds to the embeddings only "
+            f"('learned', 'sinusoidal' or 'none')"
+        )
+
+
+# --8<-- [start:norm]
+def no_norm(x: torch.Tensor) -> torch.Tensor:
+    """Where a block has no norm: x as it is."""
+    return x
+
+
+class RMSNorm(nn.Module):
+    """x / rms(x) times a learned scale per channel (Zhang and Sennrich, 2019):
+    LayerNorm without its mean and shift. Gemma stores each scale as w - 1
+    (zeros at the start) and applies 1 + w: one_plus.
+
+    Args:
+        n_embed: C.
+        eps: added under the root.
+        one_plus: the scales are stored minus one.
+    """
+
+    def __init__(self, n_embed: int, eps: float = 1e-6, one_plus: bool = False):
+        super().__init__()
+        check_positive_int("n_embed", n_embed)
+        self.eps, self.one_plus = eps, one_plus
+        start = torch.zeros(n_embed) if one_plus else torch.ones(n_embed)
+        self.weight = nn.Parameter(start)
+
+    def extra_repr(self) -> str:
+        return f"{self.weight.numel()}, eps={self.eps}, one_plus={self.one_plus}"
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x (..., C) -> (..., C)."""
+        weight = 1 + self.weight if self.one_plus else self.weight
+        return rms_norm(x, weight, self.eps)
+
+
+# --8<-- [end:norm]
+
+
+# --8<-- [start:mlp]
+ACTIVATIONS = {"silu": F.silu, "gelu-tanh": lambda z: F.gelu(z, approximate="tanh")}
+
+
+class GatedMLP(nn.Module):
+    """down(act(gate(x)) * up(x)) (Shazeer, 2020): one half of the hidden layer
+    gates the other. SiLU (SwiGLU: Llama, Qwen3, Olmo, SmolLM3) or tanh-GELU
+    (GeGLU: Gemma).
+
+    Args:
+        n_embed: C.
+        hidden: the hidden width (a config's intermediate_size).
+        activation (str): a key of ACTIVATIONS.
+        bias (bool): biases on the three projections.
+    """
+
+    def __init__(self, n_embed: int, hidden: int, activation="silu", bias=False):
+        super().__init__()
+        if activation not in ACTIVATIONS:
+            raise ValueError(
+                f"activation ({activation!r}): not one of {list(ACTIVATIONS)}"
+            )
+        self.act = ACTIVATIONS[activation]
+        self.gate = nn.Linear(n_embed, hidden, bias=bias)
+        self.up = nn.Linear(n_embed, hidden, bias=bias)
+        self.down = nn.Linear(hidden, n_embed, bias=bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x (B, T, C) -> (B, T, C)."""
+        return self.down(self.act(self.gate(x)) * self.up(x))  # via (B, T, hidden)
+
+
+# --8<-- [end:mlp]
+
+
+# --8<-- [start:block_spec]
+# Where a block's norms sit: before each sublayer (pre-norm), also on what it
+# adds to the stream (Gemma 3's four norms per block), or there only (Olmo 2, 3).
+NORMS = {"pre": ("before",), "pre+post": ("before", "after"), "post": ("after",)}
+
+
+@dataclasses.dataclass(frozen=True)
+class BlockSpec:
+    """The pieces around a block's attention, and at the stack's two ends.
+
+    Args:
+        hidden: the gated MLP's hidden width.
+        activation: its gate's, a key of ACTIVATIONS.
+        mlp_bias: biases in the MLP.
+        norms: a key of NORMS.
+        eps: every RMSNorm's epsilon (the final norm's too).
+        one_plus: RMSNorm scales stored as w - 1 (Gemma).
+        embed_scale: token vectors times sqrt(C), rounded to their dtype (Gemma).
+    """
+
+    hidden: int
+    activation: str = "silu"
+    mlp_bias: bool = False
+    norms: str = "pre"
+    eps: float = 1e-6
+    one_plus: bool = False
+    embed_scale: bool = False
+
+    def __post_init__(self):
+        check_positive_int("hidden", self.hidden)
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(
+                f"activation ({self.activation!r}) must be one of "
+                f"{list(ACTIVATIONS)}"
+            )
+        if self.norms not in NORMS:
+            raise ValueError(f"norms ({self.norms!r}) must be one of {list(NORMS)}")
+        if not self.eps > 0:
+            raise ValueError(f"eps ({self.eps!r}) must be > 0")
+
+    def norm(self, n_embed: int, where: str):
+        """The norm "before" or "after" a sublayer (no_norm if it has none
+        there), or the "final" one before the LM head."""
+        if where == "final" or where in NORMS[self.norms]:
+            return RMSNorm(n_embed, self.eps, self.one_plus)
+        return no_norm
+
+    def mlp(self, n_embed: int) -> GatedMLP:
+        return GatedMLP(n_embed, self.hidden, self.activation, self.mlp_bias)
+
+    def scale(self, x: torch.Tensor) -> torch.Tensor:
+        """Token vectors (B, T, C) as the first block reads them."""
+        if not self.embed_scale:
+            return x
+        return x * torch.tensor(math.sqrt(x.size(-1)), dtype=x.dtype)
+
+    def parameters(self, n_embed: int) -> tuple[int, int]:
+        """(one block's norms and MLP, the final norm), counted by hand."""
+        C, n = n_embed, 2 * len(NORMS[self.norms])  # two sublayers
+        mlp = 3 * C * self.hidden + self.mlp_bias * (2 * self.hidden + C)
+        return n * C + mlp, C
+
+
+# --8<-- [end:block_spec]
+
+
+def recount(config, rest: int, attention: int, final: int) -> int:
+    """How a GPT's parameter count changes with layers and block: `rest` (a
+    teaching block's norms and MLP), `attention` (the config's layer) and
+    `final` (the final norm) as GPTConfig counts them, replaced."""
+    change, L = 0, config.n_layer
+    if config.block is not None:
+        block, last = config.block.parameters(config.n_embed)
+        change += L * (block - rest) + last - final
+    if config.layers is not None:
+        change += sum(layer_parameters(s) for s in config.layers) - L * attention
+    return change
