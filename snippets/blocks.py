@@ -41,6 +41,8 @@ __all__ = [
     "RMSNorm",
     "GatedMLP",
     "BlockSpec",
+    "SpecBlock",
+    "ScaledEmbedding",
     "no_norm",
     "recount",
 ]
@@ -254,11 +256,17 @@ class BlockSpec:
     def mlp(self, n_embed: int) -> GatedMLP:
         return GatedMLP(n_embed, self.hidden, self.activation, self.mlp_bias)
 
-    def scale(self, x: torch.Tensor) -> torch.Tensor:
-        """Token vectors (B, T, C) as the first block reads them."""
-        if not self.embed_scale:
-            return x
-        return x * torch.tensor(math.sqrt(x.size(-1)), dtype=x.dtype)
+    def fit(self, gpt: nn.Module) -> None:
+        """Make a GPT this spec's: each block a SpecBlock around its own
+        attention, an RMSNorm before the LM head, Gemma's scaled embedding."""
+        C = gpt.config.n_embed
+        for i, old in enumerate(gpt.blocks):
+            gpt.blocks[i] = SpecBlock(self, C, old.attn, old.drop)
+        gpt.ln_f = RMSNorm(C, self.eps, self.one_plus)
+        if self.embed_scale:
+            scaled = ScaledEmbedding(*gpt.tok_emb.weight.shape)
+            scaled.weight = gpt.tok_emb.weight  # the same matrix, tied or not
+            gpt.tok_emb = scaled
 
     def parameters(self, n_embed: int) -> tuple[int, int]:
         """(one block's norms and MLP, the final norm), counted by hand."""
@@ -268,6 +276,49 @@ class BlockSpec:
 
 
 # --8<-- [end:block_spec]
+
+
+# --8<-- [start:spec_block]
+class SpecBlock(nn.Module):
+    """A block of a published family: x + post1(attn(ln1(x))), then
+    x + post2(mlp(ln2(x))), each norm where spec.norms puts one (no_norm
+    elsewhere). Its forward is the teaching Block's: the same cache, the
+    same weights.
+
+    Args:
+        spec: the BlockSpec.
+        n_embed: C.
+        attn: the attention layer (the GPT's own block's).
+        drop: the dropout after attention.
+    """
+
+    def __init__(self, spec: BlockSpec, n_embed: int, attn: nn.Module, drop):
+        super().__init__()
+        self.ln1, self.attn, self.drop = spec.norm(n_embed, "before"), attn, drop
+        self.ln2, self.mlp = spec.norm(n_embed, "before"), spec.mlp(n_embed)
+        # What a sublayer adds is normalised first in Gemma 3 and Olmo only.
+        self.post1 = spec.norm(n_embed, "after")
+        self.post2 = spec.norm(n_embed, "after")
+
+    def forward(self, x: torch.Tensor, cache=None, *, return_weights=False):
+        """x (B, T, C) -> (B, T, C), as Block.forward."""
+        cached = () if cache is None else (cache,)
+        out = self.attn(self.ln1(x), *cached, return_weights=return_weights)
+        out, weights = out if return_weights else (out, None)
+        x = x + self.drop(self.post1(out))
+        x = x + self.post2(self.mlp(self.ln2(x)))
+        return (x, weights) if return_weights else x
+
+
+class ScaledEmbedding(nn.Embedding):
+    """Token vectors times sqrt(C), the factor rounded to their dtype (Gemma)."""
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        x = super().forward(idx)
+        return x * torch.tensor(math.sqrt(x.size(-1)), dtype=x.dtype)
+
+
+# --8<-- [end:spec_block]
 
 
 def recount(config, rest: int, attention: int, final: int) -> int:

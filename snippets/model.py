@@ -15,7 +15,7 @@ import torch
 import torch.nn as nn
 
 from snippets.attention import CausalSelfAttention
-from snippets.blocks import BlockSpec, check_layers, make_layer, no_norm, recount
+from snippets.blocks import BlockSpec, check_layers, make_layer, recount
 from snippets.cache import ModelCache, check_fits
 from snippets.checks import check_positive_int
 from snippets.kv_heads import (
@@ -224,20 +224,17 @@ class Block(nn.Module):
     """Pre-norm residual block: x + attention(LN(x)), then x + MLP(LN(x)).
 
     Args:
-        config: gives C, H, dropout, the attention layer and block (blocks.py).
+        config: gives C, H, the context length, dropout and which attention layer.
     """
 
     def __init__(self, config: GPTConfig, layer: int = 0):
         super().__init__()
-        C, spec = config.n_embed, config.block
-        self.ln1 = nn.LayerNorm(C) if spec is None else spec.norm(C, "before")
+        C = config.n_embed
+        self.ln1 = nn.LayerNorm(C)
         self.attn = make_attention(config, layer)
         self.drop = nn.Dropout(config.dropout)
-        self.ln2 = nn.LayerNorm(C) if spec is None else spec.norm(C, "before")
-        self.mlp = MLP(config) if spec is None else spec.mlp(C)
-        # What a sublayer adds is normalised first in Gemma 3 and Olmo only.
-        self.post1 = no_norm if spec is None else spec.norm(C, "after")
-        self.post2 = no_norm if spec is None else spec.norm(C, "after")
+        self.ln2 = nn.LayerNorm(C)
+        self.mlp = MLP(config)
 
     def forward(self, x: torch.Tensor, cache=None, *, return_weights=False):
         """x (B, T, C) -> (B, T, C); with return_weights, also the attention
@@ -248,8 +245,8 @@ class Block(nn.Module):
         cached = () if cache is None else (cache,)  # the per-head layer takes none
         out = self.attn(self.ln1(x), *cached, return_weights=return_weights)
         out, weights = out if return_weights else (out, None)
-        x = x + self.drop(self.post1(out))  # positions exchange information
-        x = x + self.post2(self.mlp(self.ln2(x)))  # each works on what it gathered
+        x = x + self.drop(out)  # positions exchange information
+        x = x + self.mlp(self.ln2(x))  # each position works on what it gathered
         return (x, weights) if return_weights else x
 
 
@@ -280,13 +277,14 @@ class GPT(nn.Module):
         self.blocks = nn.ModuleList(
             [Block(config, i) for i in range(config.n_layer)]
         )
-        block = config.block  # the stream is a sum of L blocks' outputs
-        self.ln_f = nn.LayerNorm(C) if block is None else block.norm(C, "final")
+        self.ln_f = nn.LayerNorm(C)  # the stream is a sum of L blocks' outputs
         self.lm_head = nn.Linear(C, V, bias=False)  # row v scores token v as next
         if config.tie_weights:
             # One (V, C) matrix both reads tokens in and scores them out: V * C
             # fewer parameters, and each token's two roles learn from each other.
             self.lm_head.weight = self.tok_emb.weight
+        if config.block is not None:  # a published family's norms and MLP
+            config.block.fit(self)  # (snippets/blocks.py)
         self.apply(self._init_weights)
 
     @staticmethod
@@ -348,8 +346,6 @@ class GPT(nn.Module):
         > 0 under a KV cache) -> (B, T, C).
         """
         x = self.tok_emb(idx)  # (B, T) -> (B, T, C)
-        if self.config.block is not None:  # Gemma: times sqrt(C)
-            x = self.config.block.scale(x)
         T, C = idx.size(1), self.config.n_embed
         if self.config.position == "learned":
             positions = torch.arange(start, start + T, device=idx.device)  # (T,)

@@ -14,7 +14,16 @@ import torch
 import torch.nn as nn
 from torch.testing import assert_close
 
-from snippets.blocks import BlockSpec, GatedMLP, RMSNorm, layer_parameters, make_layer, no_norm
+from snippets.blocks import (
+    BlockSpec,
+    GatedMLP,
+    RMSNorm,
+    ScaledEmbedding,
+    SpecBlock,
+    layer_parameters,
+    make_layer,
+    no_norm,
+)
 from snippets.char_gpt import gpt_attention
 from snippets.configurable import AttentionSpec, ConfigurableAttention
 from snippets.generate import KVCache, generate
@@ -99,17 +108,25 @@ def test_the_gated_mlp_is_down_of_act_gate_times_up(activation):
 
 
 def test_the_embedding_scale_is_sqrt_c_rounded_to_the_dtype():
-    x = torch.randn(2, 3, 2560).bfloat16()
-    scaled = BLOCKS["gemma3"].scale(x)
-    assert torch.equal(scaled, x * torch.tensor(2560**0.5).bfloat16())  # 50.5, not 50.596
-    assert BLOCKS["llama"].scale(x) is x
+    emb = ScaledEmbedding(5, 2560).bfloat16()
+    idx = torch.tensor([[0, 3, 4]])
+    expected = emb.weight[idx] * torch.tensor(2560**0.5).bfloat16()  # 50.5, not 50.596
+    assert torch.equal(emb(idx), expected)
+    assert isinstance(GPT(config(BLOCKS["gemma3"])).tok_emb, ScaledEmbedding)
+    assert type(GPT(config(BLOCKS["llama"])).tok_emb) is nn.Embedding
+
+
+def test_a_tied_head_keeps_the_scaled_embeddings_matrix():
+    model = GPT(config(BLOCKS["gemma3"], tie_weights=True))
+    assert model.lm_head.weight is model.tok_emb.weight
 
 
 @pytest.mark.parametrize(
     "norms, before, after", [("pre", True, False), ("pre+post", True, True), ("post", False, True)]
 )
 def test_where_the_norms_sit(norms, before, after):
-    block = Block(config(BlockSpec(hidden=8, norms=norms)), 0)
+    block = GPT(config(BlockSpec(hidden=8, norms=norms))).blocks[0]
+    assert isinstance(block, SpecBlock)
     for name, present in (("ln1", before), ("ln2", before), ("post1", after), ("post2", after)):
         assert isinstance(getattr(block, name), RMSNorm) == present, name
         assert (getattr(block, name) is no_norm) == (not present), name
@@ -118,7 +135,7 @@ def test_where_the_norms_sit(norms, before, after):
 def test_the_teaching_block_is_unchanged():
     block = Block(GPTConfig(n_embed=C, n_head=4))
     assert [name for name, _ in block.named_children()] == ["ln1", "attn", "drop", "ln2", "mlp"]
-    assert block.post1 is no_norm and block.post2 is no_norm
+    assert not hasattr(block, "post1") and type(GPT(GPTConfig()).blocks[0]) is Block
     assert "layers" not in repr(GPTConfig()) and "block" not in repr(GPTConfig())
 
 
