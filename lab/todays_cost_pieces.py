@@ -4,8 +4,8 @@ Each entry of PIECES is a Piece: its layer built from a dict of sizes (FULL: C =
 heads of 64; QUICK: the same heads on a narrower x, fewer keys chosen), the forward that is
 timed (the layer's own, or the gathered form of the sparse and compressed layers) and the
 bytes its cache holds after T positions (B = 1, float32), a formula that
-lab/todays_cost.py checks against the tensors of the layer's cache. A new piece (a Mamba2
-layer) is one more entry.
+lab/todays_cost.py checks against the tensors of the layer's cache. A new piece is one
+more entry.
 """
 
 import dataclasses
@@ -19,6 +19,7 @@ from snippets.configurable import AttentionSpec, ConfigurableAttention
 from snippets.kda import KimiDeltaAttention
 from snippets.lightning import LightningAttention
 from snippets.linear_attention import GatedDeltaNet
+from snippets.mamba2 import Mamba2, mamba2_state_bytes
 from snippets.mla import MLASpec
 from snippets.sparse_mla import IndexerSpec, SparseLatentAttention, sparse_gathered
 
@@ -191,6 +192,11 @@ PIECES = {
     "kda": _linear("Kimi Delta Attention, chunked", _delta(KimiDeltaAttention), _state),
     "gated_deltanet": _linear("Gated DeltaNet, chunked", _delta(GatedDeltaNet), _state),
     "lightning": _linear("MiniMax lightning", _lightning, lambda z, T: _state(z, T, conv=False)),
+    "mamba2": _linear(
+        "Mamba2, chunked",
+        lambda z: Mamba2(z["C"], z["H"], z["D"], z["D"], chunk_size=z["chunk"]),
+        lambda z, T: mamba2_state_bytes(z["H"], z["D"], z["D"], bytes_per_element=FLOAT),
+    ),
     "dsa": _sub("DeepSeek Sparse Attention (MLA + indexer)", _dsa, _mla_bytes, sparse_gathered),
     "dsa_indexer": _quadratic("its indexer and top-k alone", _dsa, None, indexer_only),
     "v4_window": _sub("DeepSeek-V4 window layer", _v4, _v4_bytes),
