@@ -65,6 +65,27 @@ def _refuse(name: str, value, why: str):
     raise ValueError(f"config.{name} ({value!r}): {why}")
 
 
+def indexer_of(config, index: int, pairs: str):
+    """(layer `index`'s IndexerSpec, or None for a "shared" layer; the earlier
+    "full" layers), from config.indexer_types (every layer "full" without it)."""
+    types = getattr(config, "indexer_types", None) or ["full"] * config.num_hidden_layers
+    if types[index] not in ("full", "shared"):
+        _refuse("indexer_types", types[index], f"layer {index}: 'full' or 'shared'")
+    earlier = [i for i in range(index) if types[i] == "full"]
+    if types[index] == "shared":
+        if not earlier:
+            _refuse("indexer_types", types[: index + 1], f"layer {index} shares no earlier indexer")
+        return None, earlier
+    indexer = IndexerSpec(
+        n_head=config.index_n_heads,
+        head_size=config.index_head_dim,
+        rope_dims=config.qk_rope_head_dim,
+        top_k=config.index_topk,
+        pairs=pairs,
+    )
+    return indexer, earlier
+
+
 @torch.no_grad()
 def load_dsa(model: nn.Module, index: int, base) -> SparseLatentAttention:
     """Layer `index` of a DeepSeek-V3.2 or GLM-5 model: MLA with its indexer.
@@ -76,20 +97,7 @@ def load_dsa(model: nn.Module, index: int, base) -> SparseLatentAttention:
     family = config.model_type
     if family not in INDEXER_PAIRS:
         _refuse("model_type", family, f"not one of {list(INDEXER_PAIRS)}")
-    types = getattr(config, "indexer_types", None) or ["full"] * config.num_hidden_layers
-    if types[index] not in ("full", "shared"):
-        _refuse("indexer_types", types[index], f"layer {index}: 'full' or 'shared'")
-    indexer, earlier = None, [i for i in range(index) if types[i] == "full"]
-    if types[index] == "shared" and not earlier:
-        _refuse("indexer_types", types[: index + 1], f"layer {index} shares no earlier indexer")
-    if types[index] == "full":
-        indexer = IndexerSpec(
-            n_head=config.index_n_heads,
-            head_size=config.index_head_dim,
-            rope_dims=config.qk_rope_head_dim,
-            top_k=config.index_topk,
-            pairs=INDEXER_PAIRS[family],
-        )
+    indexer, earlier = indexer_of(config, index, INDEXER_PAIRS[family])
     spec, mla = _mla(model, index, base)
     layer = SparseLatentAttention(spec, indexer).to(mla.proj.weight.dtype)
     missing, unexpected = layer.load_state_dict(mla.state_dict(), strict=False)
@@ -285,21 +293,8 @@ def load_large4(model: nn.Module, index: int, base) -> LearnedTemperatureAttenti
     model = text_model(model)
     config = model.config
     spec = large4_spec(config, index, base)
-    types = config.indexer_types
-    if types[index] not in ("full", "shared"):
-        _refuse("indexer_types", types[index], f"layer {index}: 'full' or 'shared'")
-    earlier = [i for i in range(index) if types[i] == "full"]
-    if types[index] == "shared" and not earlier:
-        _refuse("indexer_types", types[: index + 1], f"layer {index} shares no earlier indexer")
-    indexer = None
-    if types[index] == "full":
-        indexer = IndexerSpec(
-            n_head=config.index_n_heads,
-            head_size=config.index_head_dim,
-            rope_dims=config.qk_rope_head_dim,
-            top_k=config.index_topk,
-            pairs="adjacent",  # transformers' apply_rotary_pos_emb_interleave
-        )
+    # RoPE pairs as transformers' apply_rotary_pos_emb_interleave turns them
+    indexer, earlier = indexer_of(config, index, "adjacent")
     theirs = _module(model, index)
     layer = LearnedTemperatureAttention(spec, indexer).to(theirs.o_proj.weight.dtype)
     rotary = model.rotary_emb
