@@ -292,7 +292,9 @@ class SpecBlock(nn.Module):
         drop: the dropout after attention.
     """
 
-    def __init__(self, spec: BlockSpec, n_embed: int, attn: nn.Module, drop):
+    def __init__(
+        self, spec: BlockSpec, n_embed: int, attn: nn.Module, drop: nn.Module
+    ):
         super().__init__()
         self.ln1, self.attn, self.drop = spec.norm(n_embed, "before"), attn, drop
         self.ln2, self.mlp = spec.norm(n_embed, "before"), spec.mlp(n_embed)
