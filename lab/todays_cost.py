@@ -143,7 +143,7 @@ def table(path=RESULT_FILE) -> str:
     first, last = s["seq_lens"][0], s["seq_lens"][-1]
     lines = [
         f"| piece | CPU ms, T = {first} | CPU ms, T = {last} | × per doubling of T | "
-        f"cache bytes per token | cache at T = {last} |",
+        f"cache bytes added per token | cache at T = {last} |",
         "| --- | ---: | ---: | --- | ---: | ---: |",
     ]
     for name, cells in data["results"].items():
