@@ -373,8 +373,8 @@ def cost_values() -> dict[str, str]:
     ms = {job: rows[T][job]["cpu_ms"] for job in JOBS}
     return value_table(
         {
-            "flex_growth": " ".join(f"x{steps[t]:.1f}" for t in rows if t >= 1024),
-            "all_match": "yes" if all(r["flex_matches_dense"] for r in rows.values()) else "no",
+            "flex_growth": ", ".join(f"x{steps[t]:.1f}" for t in rows if t >= 1024),
+            "all_match": "Yes" if all(r["flex_matches_dense"] for r in rows.values()) else "No",
             "T": f"{T:,}",
             "vs_dense": f"{ms['dense'] / ms['flex']:.0f}",
             "vs_causal": f"{ms['causal'] / ms['flex']:.0f}",
