@@ -250,6 +250,8 @@ NO_ROW = {
     "kimi_linear": "its config's layer schedule is not one a primary source confirms",
     "deepseek_v32": "its config's defaults give DeepSeek-V3.2-Exp's sizes, not its RoPE scaling",
     "glm_moe_dsa": "its config's defaults give GLM-5's sizes, not its RoPE scaling",
+    "kimi_k25": "its config's text config is a DeepseekV3Config with DeepSeek-V3's defaults, "
+    "and its docstring names another checkpoint, Kimi-K2.6",
     "deepseek_v4": "its compressed layers' cache is counted on the page, from its defaults",
     # The Mamba2 hybrids: no published config.json at hand, and their defaults describe
     # no checkpoint; their Mamba2 state per layer is counted on the page (mamba2_state_bytes).

@@ -10,7 +10,7 @@ scaling), Mistral, Qwen3, Gemma 2, Gemma 3 (text), gpt-oss, DeepSeek-V3
 DeepSeek-V3.2 and GLM-5 (MLA with DSA's indexer), Mistral 4 (MLA with a query
 temperature), Mistral Large 4 (DSA with a temperature learned per head, NoPE layers and
 layers reading an earlier layer's latents) and DeepSeek-V4 (its compressed layers;
-lab/from_transformers_deepseek.py),
+lab/from_transformers_deepseek.py), Kimi K2.5 (its text model, DeepSeek-V3's),
 Kimi Linear, Qwen3.5 and MiniMax (their linear layers: lab/linear_from_transformers.py),
 the Mamba2 hybrids Nemotron-H, Granite 4 and Falcon-H1 (their Mamba2 mixers there too;
 Falcon-H1's attention beside them is not loaded),
@@ -86,6 +86,7 @@ FAMILIES = {
     "mistral4": "adjacent",  # rope_interleave=True, its default
     "deepseek_v4": "adjacent",  # its own layer: lab/from_transformers_deepseek.py
     "mistral_large4_text": "adjacent",  # interleaved, as DeepSeek's: the same file
+    "kimi_k25": "adjacent",  # its text model is DeepSeek-V3's (text_model() takes it)
     # Mamba2 hybrids: their attention layers (NoPE in Nemotron-H; Granite 4's as its
     # position_embedding_type says); their Mamba2 mixers: lab/linear_from_transformers.py
     "nemotron_h": "half",
@@ -175,6 +176,8 @@ def spec_from_config(config, index: int) -> AttentionSpec | MLASpec:
     family = config.model_type
     if family not in FAMILIES:
         _refuse(config, "model_type", family, f"not one of {list(FAMILIES)}")
+    if family == "kimi_k25":  # a multimodal wrapper: its text config is DeepSeek-V3's
+        return spec_from_config(config.text_config, index)
     if family == "mistral_large4_text":  # MLA of its own kind: the DeepSeek-like file
         return large4_spec(config, index, _BASE)
     kind_name = layer_type(config, index)

@@ -364,6 +364,15 @@ TINY = {
             "attention_multiplier": 0.3,
         },
     ),
+    "kimi_k25": (  # Kimi K2.5's multimodal model: DeepSeek-V3's as its text model
+        "Kimi_K25Config",
+        {
+            "text_config": "deepseek_v3",  # the tiny one above; changes go to it
+            "projection_hidden_size": 16,
+            "vision_config": {"hidden_size": 16, "intermediate_size": 16, "num_hidden_layers": 1}
+            | {"num_attention_heads": 2, "pos_emb_height": 4, "pos_emb_width": 4},
+        },
+    ),
     "falcon_h1": (
         "FalconH1Config",
         {  # every layer Mamba2 beside attention; its multipliers not 1, to be folded
@@ -378,11 +387,14 @@ TINY = {
 
 # Families AutoModelForCausalLM does not map (transformers 5.23): their own class.
 NOT_AUTO = {"mistral4": "Mistral4ForCausalLM", "mistral_large4_text": "MistralLarge4TextModel"}
+AUTO = {"kimi_k25": "AutoModelForImageTextToText"}  # a multimodal model: its own auto class
 
 
 def decoder(model: nn.Module) -> nn.Module:
-    """What holds the layers: model.model, or the model (a bare text model)."""
-    return model.model if hasattr(model, "model") else model
+    """What holds the layers: model.model, or the model (a bare text model); a
+    multimodal model's language model (Kimi K2.5's)."""
+    inner = model.model if hasattr(model, "model") else model
+    return getattr(inner, "language_model", inner)
 
 
 def tiny_config(family: str, **changes):
@@ -392,6 +404,9 @@ def tiny_config(family: str, **changes):
     if family not in TINY:
         raise ValueError(f"family ({family!r}) must be one of {list(TINY)}")
     name, fields = TINY[family]
+    if "text_config" in fields:  # a multimodal wrapper around another family's text model
+        text = tiny_config(fields["text_config"], **changes).to_dict()
+        return getattr(transformers, name)(**{**fields, "text_config": text})
     return getattr(transformers, name)(**{**COMMON, **fields, **changes})
 
 
@@ -405,7 +420,7 @@ def tiny_model(family: str, seed: int = 0, **changes) -> nn.Module:
         config._attn_implementation = "eager"
         model = getattr(transformers, NOT_AUTO[family])(config).float()
     else:
-        model = transformers.AutoModelForCausalLM.from_config(
+        model = getattr(transformers, AUTO.get(family, "AutoModelForCausalLM")).from_config(
             config, attn_implementation="eager", dtype=torch.float32
         )
     perturb(model, seed)
