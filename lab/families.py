@@ -258,8 +258,8 @@ NO_ROW = {
     "nemotron_h": "its config's default schedule is four blocks (Mamba2, MoE, attention, "
     "MLP), a placeholder, not the checkpoint its docstring names",
     "granitemoehybrid": "its config's docstring names granite-speech-3.2-8b, another model",
-    "falcon_h1": "its attention beside each Mamba2 half (with its own multipliers) has no "
-    "loader here, so no spec to count its keys and values from",
+    "falcon_h1": "its config's docstring names Falcon-H1-1.5B-Deep-Instruct, whose "
+    "config.json is not at hand to confirm the defaults' sizes",
 }
 
 
