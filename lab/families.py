@@ -250,14 +250,16 @@ NO_ROW = {
     "kimi_linear": "its config's layer schedule is not one a primary source confirms",
     "deepseek_v32": "its config's defaults give DeepSeek-V3.2-Exp's sizes, not its RoPE scaling",
     "glm_moe_dsa": "its config's defaults give GLM-5's sizes, not its RoPE scaling",
+    "kimi_k25": "its config's text config is a DeepseekV3Config with DeepSeek-V3's defaults, "
+    "and its docstring names another checkpoint, Kimi-K2.6",
     "deepseek_v4": "its compressed layers' cache is counted on the page, from its defaults",
     # The Mamba2 hybrids: no published config.json at hand, and their defaults describe
     # no checkpoint; their Mamba2 state per layer is counted on the page (mamba2_state_bytes).
     "nemotron_h": "its config's default schedule is four blocks (Mamba2, MoE, attention, "
     "MLP), a placeholder, not the checkpoint its docstring names",
     "granitemoehybrid": "its config's docstring names granite-speech-3.2-8b, another model",
-    "falcon_h1": "its attention beside each Mamba2 half (with its own multipliers) has no "
-    "loader here, so no spec to count its keys and values from",
+    "falcon_h1": "its config's docstring names Falcon-H1-1.5B-Deep-Instruct, whose "
+    "config.json is not at hand to confirm the defaults' sizes",
 }
 
 

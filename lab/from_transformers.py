@@ -10,10 +10,10 @@ scaling), Mistral, Qwen3, Gemma 2, Gemma 3 (text), gpt-oss, DeepSeek-V3
 DeepSeek-V3.2 and GLM-5 (MLA with DSA's indexer), Mistral 4 (MLA with a query
 temperature), Mistral Large 4 (DSA with a temperature learned per head, NoPE layers and
 layers reading an earlier layer's latents) and DeepSeek-V4 (its compressed layers;
-lab/from_transformers_deepseek.py),
+lab/from_transformers_deepseek.py), Kimi K2.5 (its text model, DeepSeek-V3's),
 Kimi Linear, Qwen3.5 and MiniMax (their linear layers: lab/linear_from_transformers.py),
 the Mamba2 hybrids Nemotron-H, Granite 4 and Falcon-H1 (their Mamba2 mixers there too;
-Falcon-H1's attention beside them is not loaded),
+Falcon-H1's attention beside them with part="self_attn", its key multiplier folded in),
 and, on the same pieces, Olmo 3, SmolLM3, Seed-OSS, Apertus, EXAONE 4 (EXAONE 4.5's text
 model) and MiniMax-M2. A config the guide's layer cannot express raises a ValueError
 naming the field.
@@ -50,6 +50,7 @@ from snippets.rope_scaling import SCALINGS, RopeSpec
 
 __all__ = [
     "FAMILIES",
+    "PARTS",
     "LAYER_LOADERS",
     "layer_type",
     "rope_spec",
@@ -86,12 +87,15 @@ FAMILIES = {
     "mistral4": "adjacent",  # rope_interleave=True, its default
     "deepseek_v4": "adjacent",  # its own layer: lab/from_transformers_deepseek.py
     "mistral_large4_text": "adjacent",  # interleaved, as DeepSeek's: the same file
+    "kimi_k25": "adjacent",  # its text model is DeepSeek-V3's (text_model() takes it)
     # Mamba2 hybrids: their attention layers (NoPE in Nemotron-H; Granite 4's as its
     # position_embedding_type says); their Mamba2 mixers: lab/linear_from_transformers.py
     "nemotron_h": "half",
     "granitemoehybrid": "half",
-    "falcon_h1": "half",  # every layer "hybrid": only its Mamba2 half loads
+    "falcon_h1": "half",  # every layer "hybrid": Mamba2 and attention side by side (PARTS)
 }
+# A parallel hybrid layer's mixers, load_attention's `part`: the first loads by default.
+PARTS = {"hybrid": ("mamba", "self_attn")}
 # QK-norm per head, or over all heads together (OLMo's, MiniMax's).
 QK_NORM = {
     **dict.fromkeys(
@@ -102,10 +106,11 @@ QK_NORM = {
 # RMSNorm scales stored as w - 1 (transformers applies 1 + weight).
 ONE_PLUS = ("gemma3_text", "qwen3_next", "qwen3_5_text")
 KINDS = {"full_attention": "full", "sliding_attention": "window", "chunked_attention": "chunk"}
+KINDS["hybrid"] = "full"  # Falcon-H1's: the spec of its attention half
 # A layer type or a model_type with a loader of its own -> loader(model, index).
 LAYER_LOADERS: dict[str, Callable[[nn.Module, int], nn.Module]] = {
     "linear_attention": load_linear_attention,  # Qwen3-Next's Gated DeltaNet, Mamba2's
-    "hybrid": load_linear_attention,  # Falcon-H1's layers: their Mamba2 half
+    "hybrid": load_linear_attention,  # Falcon-H1's layers: their Mamba2 half by default
 }
 
 
@@ -175,6 +180,8 @@ def spec_from_config(config, index: int) -> AttentionSpec | MLASpec:
     family = config.model_type
     if family not in FAMILIES:
         _refuse(config, "model_type", family, f"not one of {list(FAMILIES)}")
+    if family == "kimi_k25":  # a multimodal wrapper: its text config is DeepSeek-V3's
+        return spec_from_config(config.text_config, index)
     if family == "mistral_large4_text":  # MLA of its own kind: the DeepSeek-like file
         return large4_spec(config, index, _BASE)
     kind_name = layer_type(config, index)
@@ -326,9 +333,10 @@ def _load_gqa(
     q_b = None if q_b is None else _heads_rows(q_b, H, order)
     _copy(layer.q, _heads_rows(q_w, H, order), q_b)
     if hasattr(layer, "k"):  # not a layer reading another's keys and values
+        k_scale = getattr(module, "key_multiplier", 1.0)  # Falcon-H1's, on k_proj's output
         k_b = module.k_proj.bias
-        k_b = None if k_b is None else _heads_rows(k_b, G, order)
-        _copy(layer.k, _heads_rows(module.k_proj.weight, G, order), k_b)
+        k_b = None if k_b is None else _heads_rows(k_b, G, order) * k_scale
+        _copy(layer.k, _heads_rows(module.k_proj.weight, G, order) * k_scale, k_b)
     if hasattr(layer, "v"):  # not K=V
         _copy(layer.v, module.v_proj.weight, module.v_proj.bias)
     o_w = module.o_proj.weight  # (C, H * D): each head's columns in the values' order
@@ -377,20 +385,24 @@ _BASE = types.SimpleNamespace(
 LAYER_LOADERS.update(deepseek_loaders(**vars(_BASE)))
 
 
-def load_attention(model: nn.Module, layer_index: int) -> nn.Module:
+def load_attention(model: nn.Module, layer_index: int, part: str | None = None) -> nn.Module:
     """The guide's layer equal to the attention of decoder layer layer_index.
 
     model: a transformers *ForCausalLM (or its .model) of a family in FAMILIES.
-    Returns a ConfigurableAttention or, for the MLA families, a LatentAttention
-    (DeepSeek-V3.2's and GLM-5's sparse, Mistral 4's tempered): call it as
-    layer(x) on the hidden states the transformers layer receives.
+    part: a parallel hybrid layer's mixer (PARTS; Falcon-H1's "mamba", the
+    default, or "self_attn"). Returns a ConfigurableAttention or, for the MLA
+    families, a LatentAttention (DeepSeek-V3.2's and GLM-5's sparse, Mistral 4's
+    tempered): call it as layer(x) on the hidden states the transformers layer
+    (the module, within the decoder layer's own multipliers) receives.
     """
     model = text_model(model)  # Mistral Large 4's whole model: its text model
     config = model.config
     kind = layer_type(config, layer_index)
+    if part is not None and part not in PARTS.get(kind, ()):
+        raise ValueError(f"part ({part!r}): layer {layer_index} ({kind!r}) has {PARTS.get(kind)}")
     # by model_type first: Mistral Large 4's "indexed_attention" layers are not DSA's
     loader = LAYER_LOADERS.get(config.model_type) or LAYER_LOADERS.get(kind)
-    if loader is not None:
+    if loader is not None and part in (None, PARTS.get(kind, [None])[0]):
         return loader(model, layer_index)
     spec = spec_from_config(config, layer_index)
     decoder = model.model if hasattr(model, "model") else model
@@ -404,8 +416,9 @@ def load_attention(model: nn.Module, layer_index: int) -> nn.Module:
     return _load_gqa(module, spec, config.model_type, values_turned).eval()
 
 
-def load_attentions(model: nn.Module) -> list[nn.Module]:
-    """Every layer's load_attention, wired as the model runs them: a GLM-5 layer
-    that reuses an earlier layer's top-k choice reads that layer's."""
+def load_attentions(model: nn.Module, part: str | None = None) -> list[nn.Module]:
+    """Every layer's load_attention (of `part`), wired as the model runs them: a
+    GLM-5 layer that reuses an earlier layer's top-k choice reads that layer's."""
     model = text_model(model)
-    return wire([load_attention(model, i) for i in range(model.config.num_hidden_layers)])
+    n = model.config.num_hidden_layers
+    return wire([load_attention(model, i, part) for i in range(n)])

@@ -224,8 +224,9 @@ LARGE4 = ("mistral_large4_text", "mistral_large4")  # its text model, and the wh
 
 
 def text_model(model: nn.Module) -> nn.Module:
-    """A Mistral Large 4 model's text model (its decoder); any other model as it is."""
-    if getattr(model.config, "model_type", None) != "mistral_large4":
+    """A Mistral Large 4 or Kimi K2.5 model's text model (its decoder; Kimi K2.5's is
+    DeepSeek-V3's); any other model as it is."""
+    if getattr(model.config, "model_type", None) not in ("mistral_large4", "kimi_k25"):
         return model
     inner = model.model if hasattr(model, "model") else model
     return inner.language_model

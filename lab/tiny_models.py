@@ -22,6 +22,7 @@ __all__ = [
     "record_layers",
     "attention_of",
     "WINDOW",
+    "PARTS",
 ]
 
 WINDOW = 8  # every window and chunk; the tests run T = 3 * WINDOW
@@ -66,6 +67,12 @@ DSA_TINY = {
 # 2 groups, conv width 4, chunks of WINDOW (the tests' T spans three).
 MAMBA_TINY = {"mamba_n_heads": 4, "mamba_d_head": 12, "mamba_d_state": 5, "mamba_n_groups": 2}
 MAMBA_TINY |= {"mamba_d_conv": 4, "mamba_chunk_size": WINDOW, "mamba_expand": 1}
+# Falcon-H1's attention: its key multiplier inside it, the in and out ones in the layer around.
+FALCON_ATTENTION = {"key_multiplier": 1.6, "attention_in_multiplier": 1.25, "attention_bias": True}
+FALCON_ATTENTION |= {"attention_out_multiplier": 1.3}
+# Kimi K2.5's vision tower: one layer of 16 channels, 2 heads.
+VISION = {"hidden_size": 16, "intermediate_size": 16, "num_hidden_layers": 1}
+VISION |= {"num_attention_heads": 2, "pos_emb_height": 4, "pos_emb_width": 4}
 # model_type -> (config class name, the family's own fields).
 TINY = {
     "llama": (
@@ -364,6 +371,10 @@ TINY = {
             "attention_multiplier": 0.3,
         },
     ),
+    "kimi_k25": (  # its text model the tiny DeepSeek-V3 above (changes go to it)
+        "Kimi_K25Config",
+        {"text_config": "deepseek_v3", "projection_hidden_size": 16, "vision_config": VISION},
+    ),
     "falcon_h1": (
         "FalconH1Config",
         {  # every layer Mamba2 beside attention; its multipliers not 1, to be folded
@@ -372,17 +383,20 @@ TINY = {
             "ssm_multipliers": [0.5, 2.0, 1.5, 0.75, 1.25],
             "ssm_in_multiplier": 0.8,
             "mamba_proj_bias": True,
+            **FALCON_ATTENTION,
         },
     ),
 }
 
 # Families AutoModelForCausalLM does not map (transformers 5.23): their own class.
 NOT_AUTO = {"mistral4": "Mistral4ForCausalLM", "mistral_large4_text": "MistralLarge4TextModel"}
+AUTO = {"kimi_k25": "AutoModelForImageTextToText"}  # a multimodal model: its own auto class
 
 
 def decoder(model: nn.Module) -> nn.Module:
-    """What holds the layers: model.model, or the model (a bare text model)."""
-    return model.model if hasattr(model, "model") else model
+    """What holds the layers: model.model, the model (a bare text model), or its language model."""
+    inner = model.model if hasattr(model, "model") else model
+    return getattr(inner, "language_model", inner)
 
 
 def tiny_config(family: str, **changes):
@@ -392,6 +406,9 @@ def tiny_config(family: str, **changes):
     if family not in TINY:
         raise ValueError(f"family ({family!r}) must be one of {list(TINY)}")
     name, fields = TINY[family]
+    if "text_config" in fields:  # a multimodal wrapper around another family's text model
+        text = tiny_config(fields["text_config"], **changes).to_dict()
+        return getattr(transformers, name)(**{**fields, "text_config": text})
     return getattr(transformers, name)(**{**COMMON, **fields, **changes})
 
 
@@ -405,17 +422,26 @@ def tiny_model(family: str, seed: int = 0, **changes) -> nn.Module:
         config._attn_implementation = "eager"
         model = getattr(transformers, NOT_AUTO[family])(config).float()
     else:
-        model = transformers.AutoModelForCausalLM.from_config(
+        model = getattr(transformers, AUTO.get(family, "AutoModelForCausalLM")).from_config(
             config, attn_implementation="eager", dtype=torch.float32
         )
     perturb(model, seed)
     return model.eval()
 
 
-def attention_of(layer: nn.Module) -> nn.Module | None:
-    """A decoder layer's attention, softmax or linear: Falcon-H1's Mamba2 half
-    first (its attention beside it has no loader), then self_attn or linear_attn,
-    then Nemotron-H's mixer where its block is one (not an MLP or MoE block)."""
+# A parallel hybrid layer's two mixers (Falcon-H1's); attention_of picks the first by default.
+PARTS = ("mamba", "self_attn")
+
+
+def attention_of(layer: nn.Module, part: str | None = None) -> nn.Module | None:
+    """A decoder layer's attention, softmax or linear: its mixer named `part`
+    (one of PARTS), or by default Falcon-H1's Mamba2 half first (its attention
+    beside it: part="self_attn"), then self_attn or linear_attn, then
+    Nemotron-H's mixer where its block is one (not an MLP or MoE block)."""
+    if part is not None:
+        if part not in PARTS or getattr(layer, part, None) is None:
+            raise ValueError(f"part ({part!r}): {type(layer).__name__} has no such mixer")
+        return getattr(layer, part)
     for name in ("mamba", "self_attn", "linear_attn"):
         if (module := getattr(layer, name, None)) is not None:
             return module
@@ -434,27 +460,26 @@ def perturb(model: nn.Module, seed: int = 0, std: float = 0.25) -> None:
     if hasattr(rotary, "alpha"):  # Mistral Large 4's learned RoPE frequencies: exp(alpha)
         rotary.alpha.copy_(torch.randn(rotary.alpha.shape, generator=g) * std)
     for layer in decoder(model).layers:
-        attention = attention_of(layer)
-        if attention is None:
-            continue
-        for name, p in attention.named_parameters():
-            noise = torch.randn(p.shape, generator=g) * std
-            if "norm" in name:  # scales about 2, whether stored as w or w - 1
-                p.copy_(p.round() + 1 + noise)
-            elif name == "sinks":
-                p.copy_(noise * 8)  # logits of a few units
-            else:
-                p.copy_(noise)
+        both = [getattr(layer, p, None) for p in PARTS]  # a parallel layer's two mixers
+        for attention in both if None not in both else [attention_of(layer)]:
+            for name, p in attention.named_parameters() if attention is not None else []:
+                noise = torch.randn(p.shape, generator=g) * std
+                if "norm" in name:  # scales about 2, whether stored as w or w - 1
+                    p.copy_(p.round() + 1 + noise)
+                elif name == "sinks":
+                    p.copy_(noise * 8)  # logits of a few units
+                else:
+                    p.copy_(noise)
 
 
 @torch.no_grad()
-def record_layers(model: nn.Module, tokens: torch.Tensor) -> list[dict]:
+def record_layers(model: nn.Module, tokens: torch.Tensor, part: str | None = None) -> list[dict]:
     """Run the model once; per decoder layer, what its attention (softmax or
-    linear) got and gave: {"x": hidden states (B, T, C), "y": first output,
-    "weights": second, None for a linear layer}."""
+    linear; attention_of's `part` of a parallel layer) got and gave: {"x": hidden
+    states (B, T, C), "y": first output, "weights": second, None for a linear layer}."""
     seen, hooks = [], []
     for layer in decoder(model).layers:
-        module = attention_of(layer)
+        module = attention_of(layer, part)
         seen.append({})
         if module is None:
             continue

@@ -39,6 +39,11 @@ def relative(a: torch.Tensor, b: torch.Tensor) -> float:
     return ((a - b).abs().max() / b.abs().max()).item()
 
 
+def label(row: dict) -> str:
+    """A compared row's name: its family, and the part of a parallel layer if not the default."""
+    return row["family"] + (f" ({row['part']})" if row.get("part") else "")
+
+
 def source_of(layer) -> int | None:
     """The layer whose keys and values this one reads (Gemma 4's kv_source), or None."""
     return getattr(getattr(layer, "spec", None), "kv_source", None)
@@ -88,13 +93,19 @@ def run_all(layers: list, xs: list) -> tuple[list, list, list]:
     return whole, cached, caches
 
 
+# Families whose layers hold two mixers side by side (Falcon-H1's): compared once per part.
+PARTS_COMPARED = {"falcon_h1": (None, "self_attn")}  # None: the Mamba2 half, the default
+
+
 @torch.no_grad()
-def compare(family: str, seed: int = 0) -> dict:
-    """Worst relative differences of a family's layers against transformers."""
+def compare(family: str, seed: int = 0, part: str | None = None) -> dict:
+    """Worst relative differences of a family's layers against transformers (the
+    mixer `part` of a parallel hybrid layer: lab.from_transformers.PARTS)."""
     model = tiny_model(family, seed)
     tokens = torch.randint(0, 64, (BATCH, T), generator=torch.Generator().manual_seed(seed + 1))
     result = {
         "family": family,
+        "part": part,
         "layers": 0,
         "whole": 0.0,
         "cached": 0.0,
@@ -102,10 +113,10 @@ def compare(family: str, seed: int = 0) -> dict:
         "kinds": [],
         "longest_cache": {},
     }
-    records = record_layers(model, tokens)
+    records = record_layers(model, tokens, part)
     if empty := [i for i, seen in enumerate(records) if not seen]:
         raise ValueError(f"{family}: layers {empty} recorded no attention to compare")
-    layers, xs = load_attentions(model), [seen["x"] for seen in records]
+    layers, xs = load_attentions(model, part), [seen["x"] for seen in records]
     whole, cached, caches = run_all(layers, xs)
     for i, (layer, seen, cache) in enumerate(zip(layers, records, caches, strict=True)):
         kind = getattr(getattr(layer, "spec", None), "kind", cache.kind)  # a borrower's own
@@ -180,8 +191,9 @@ def main(argv: list[str] | None = None) -> int:
     header = cmd.header(SCHEMA)
     rows = []
     for family in FAMILIES:
-        progress(f"comparing {family}")
-        rows.append(compare(family))
+        for part in PARTS_COMPARED.get(family, (None,)):
+            progress(f"comparing {family}" + (f" ({part})" if part else ""))
+            rows.append(compare(family, part=part))
     progress("timing the guide's layer against transformers' (sdpa)")
     reps = 5 if args.quick else 30
     # A Llama 3 8B-like layer (32 query heads, 8 key/value heads of 128 on 4096) at a
@@ -191,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     cmd.write(RESULT_FILE.name, result)
     for row in rows:
         print(
-            f"{row['family']:12} layers {row['layers']}  whole {row['whole']:.1e}  "
+            f"{label(row):12} layers {row['layers']}  whole {row['whole']:.1e}  "
             f"cached {row['cached']:.1e}"
         )
     for t in timing:
@@ -216,7 +228,7 @@ def compared_result() -> str:
 
     data = load("todays-models.json")
     rows = [
-        [r["family"], str(r["layers"]), f"{r['whole']:.0e}", f"{r['cached']:.0e}",
+        [label(r), str(r["layers"]), f"{r['whole']:.0e}", f"{r['cached']:.0e}",
          f"{r['sharpness']:.2f}"]
         for r in data["compared"]
     ]  # fmt: skip
