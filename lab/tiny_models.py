@@ -339,6 +339,27 @@ TINY = {
             "eos_token_id": None,
         },
     ),
+    "glm5_next_text": (
+        "Glm5NextTextConfig",
+        {  # GLM-5-Next's text model: 3 KDA layers : 1 MLA layer without RoPE, its
+            # indexer scoring pools of 4 keys (index_kpool), top 8 (two pools) of 24
+            "num_key_value_heads": 4,  # MLA: one latent, every head its own key
+            "layer_types": ["linear_attention"] * 3 + ["indexed_attention"],
+            "mlp_layer_types": ["dense"] * 4,
+            "q_lora_rank": 24,
+            "kv_lora_rank": 16,
+            "qk_nope_head_dim": 8,
+            "qk_rope_head_dim": 0,  # NoPE: its config refuses RoPE on these layers
+            "v_head_dim": 12,
+            "linear_num_heads": 4,
+            "linear_head_dim": 8,
+            "index_n_heads": 16,
+            "index_head_dim": 16,
+            "index_topk": 8,
+            "index_kpool": 4,
+            "pad_token_id": None,  # its defaults are ids of the 154880-token vocabulary
+        },
+    ),
     "nemotron_h": (
         "NemotronHConfig",
         {  # Mamba2 and attention blocks (its MLP blocks are not attention: none here)
@@ -377,7 +398,11 @@ TINY = {
 }
 
 # Families AutoModelForCausalLM does not map (transformers 5.23): their own class.
-NOT_AUTO = {"mistral4": "Mistral4ForCausalLM", "mistral_large4_text": "MistralLarge4TextModel"}
+NOT_AUTO = {
+    "mistral4": "Mistral4ForCausalLM",
+    "mistral_large4_text": "MistralLarge4TextModel",
+    "glm5_next_text": "Glm5NextTextModel",  # transformers has its multimodal model only
+}
 
 
 def decoder(model: nn.Module) -> nn.Module:
