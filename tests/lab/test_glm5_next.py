@@ -1,10 +1,15 @@
-"""GLM-5-Next (transformers' glm5_next text model) through the oracle: its linear layers.
+"""GLM-5-Next (transformers' glm5_next text model) through the oracle.
 
 Its "linear_attention" layers are Kimi Delta Attention with a bounded decay
 (snippets/kda.py's BoundedKimiDeltaAttention, loaded by lab/linear_from_transformers.py's
 load_kda): every layer whole and through its LinearState, a prefill then one token at a
 time, within 1e-5. The planted faults the comparison must catch: a decay per head instead
 of per channel, and Kimi Linear's unbounded decay in place of the bounded one.
+Its "indexed_attention" layer is MLA without RoPE whose DSA indexer scores pools of
+keys (snippets/pooled_indexer.py's PooledIndexer in snippets/sparse_mla.py's
+SparseLatentAttention); compare("glm5_next_text") (every layer, whole and cached) runs
+in tests/lab/test_from_transformers.py with every family. Planted faults it must catch:
+the pooled keys without their gate (a plain mean), no tail, single keys for pools.
 """
 
 import functools
@@ -16,8 +21,10 @@ pytest.importorskip("transformers")
 
 from lab.from_transformers import load_attention  # noqa: E402
 from lab.tiny_models import record_layers, tiny_model  # noqa: E402
-from lab.todays_models import BATCH, T, relative, run_all  # noqa: E402
+from lab.todays_models import BATCH, T, compare, relative, run_all  # noqa: E402
 from snippets.kda import BoundedKimiDeltaAttention, KimiDeltaAttention  # noqa: E402
+from snippets.pooled_indexer import PooledIndexer  # noqa: E402
+from snippets.sparse_mla import DSAIndexer, SparseLatentAttention  # noqa: E402
 
 LINEAR = range(3)  # 3 KDA layers : 1 indexed MLA layer
 
@@ -60,3 +67,52 @@ def test_the_unbounded_decay_is_caught():
     layer = load_attention(model, 0)
     layer.decay = KimiDeltaAttention.decay.__get__(layer)
     assert relative(layer(seen[0]["x"]), seen[0]["y"]) > 1e-2
+
+
+def test_every_layer_equals_and_the_indexed_one_is_sparse():
+    result = compare("glm5_next_text")
+    assert result["kinds"] == ["linear"] * 3 + ["full"]
+    assert result["whole"] < 1e-5 and result["cached"] < 1e-5
+    model, seen = recorded()
+    layer = load_attention(model, 3)
+    assert type(layer) is SparseLatentAttention and type(layer.indexer) is PooledIndexer
+    assert layer.spec.rope is None and layer.indexer.pool == 4
+    with torch.no_grad():
+        layer(seen[3]["x"])
+    counts = layer.choice.chosen.sum(-1)  # 2 whole pools of 4 and up to 3 of its own
+    assert counts.max() <= 8 + 3 and counts[:, -1].max() < T
+
+
+def caught(change) -> float:
+    model, seen = recorded()
+    layer = load_attention(model, 3)
+    with torch.no_grad():
+        assert relative(layer(seen[3]["x"]), seen[3]["y"]) < 1e-5
+        change(layer.indexer)
+        return relative(layer(seen[3]["x"]), seen[3]["y"])
+
+
+def test_pooled_keys_without_their_gate_are_caught():
+    """The planted fault: each pool's entry the mean of its keys."""
+
+    def plain_mean(indexer):
+        indexer.gate.weight.zero_()
+        indexer.place.zero_()
+
+    assert caught(plain_mean) > 1e-2
+
+
+def test_no_tail_is_caught():
+    assert caught(lambda indexer: setattr(indexer, "tail", False)) > 1e-2
+
+
+def test_single_keys_for_pools_are_caught():
+    """The planted fault: DSA's choice, the top 8 single keys, on the same indexer."""
+
+    def single(indexer):
+        E = indexer.spec.head_size
+        indexer.choose = lambda x, latent, keys, offset, allowed: DSAIndexer.choose(
+            indexer, x, latent, keys[..., :E], offset, allowed
+        )
+
+    assert caught(single) > 1e-2
