@@ -251,6 +251,7 @@ NO_ROW = {
     "deepseek_v32": "its config's defaults give DeepSeek-V3.2-Exp's sizes, not its RoPE scaling",
     "glm_moe_dsa": "its config's defaults give GLM-5's sizes, not its RoPE scaling",
     "deepseek_v4": "its compressed layers' cache is counted on the page, from its defaults",
+    "glm5_next_text": "its config's defaults name GLM-5.3-Flash, whose config.json is not at hand",
     # The Mamba2 hybrids: no published config.json at hand, and their defaults describe
     # no checkpoint; their Mamba2 state per layer is counted on the page (mamba2_state_bytes).
     "nemotron_h": "its config's default schedule is four blocks (Mamba2, MoE, attention, "

@@ -234,11 +234,11 @@ class BoundedKimiDeltaAttention(KimiDeltaAttention):
     """Kimi Delta Attention with a bounded decay, as GLM-5-Next's linear layers:
     g = lower * sigmoid(exp(A_log) * (a + dt_bias)), each channel's log forget
     gate in (lower, 0), so no channel forgets more than exp(lower) per token
-    (lower = -5: at least e^-5 of the state kept). All else as KimiDeltaAttention.
+    (lower = -5: at least e^-5 of the state kept). All else, and every other
+    argument, as KimiDeltaAttention's.
 
     Args:
         lower: the bound, a negative float (GLM-5-Next's -5.0).
-        *args, **kwargs: as KimiDeltaAttention's.
     """
 
     def __init__(self, *args, lower: float = -5.0, **kwargs):
