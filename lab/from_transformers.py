@@ -93,6 +93,7 @@ FAMILIES = {
     "nemotron_h": "half",
     "granitemoehybrid": "half",
     "falcon_h1": "half",  # every layer "hybrid": Mamba2 and attention side by side (PARTS)
+    "glm5_next_text": "adjacent",  # NoPE MLA; KDA layers: lab/linear_from_transformers.py
 }
 # A parallel hybrid layer's mixers, load_attention's `part`: the first loads by default.
 PARTS = {"hybrid": ("mamba", "self_attn")}
@@ -103,6 +104,8 @@ QK_NORM = {
     ),
     **dict.fromkeys(("olmo3", "minimax_m2"), "all"),
 }
+# MLA without RoPE: Kimi Linear's (a rope part never turned), GLM-5-Next's (none).
+NOPE_MLA = ("kimi_linear", "glm5_next_text")
 # RMSNorm scales stored as w - 1 (transformers applies 1 + weight).
 ONE_PLUS = ("gemma3_text", "qwen3_next", "qwen3_5_text")
 KINDS = {"full_attention": "full", "sliding_attention": "window", "chunked_attention": "chunk"}
@@ -245,7 +248,7 @@ def spec_from_config(config, index: int) -> AttentionSpec | MLASpec:
 
 def _mla_spec(config) -> MLASpec:
     rope = None  # Kimi Linear: the rope part of the key is shared, never turned
-    if config.model_type != "kimi_linear":
+    if config.model_type not in NOPE_MLA:
         # transformers turns head_dim * partial_rotary_factor channels: the rope part's Dr
         # (DeepSeek: head_dim = Dr; Mistral 4: head_dim = Dn + Dr, factor Dr / (Dn + Dr)).
         Dr = config.qk_rope_head_dim
@@ -280,7 +283,8 @@ def _mla_spec(config) -> MLASpec:
         q_rank=config.q_lora_rank,
         rope=rope,
         scale=scale,
-        eps=1e-6,  # transformers builds both latent norms with their default eps
+        # transformers builds both latent norms with their default eps (GLM-5-Next: its own)
+        eps=config.rms_norm_eps if config.model_type == "glm5_next_text" else 1e-6,
         bias=bool(_field(config, "attention_bias", False)),
     )
 

@@ -31,6 +31,7 @@ import torch.nn as nn
 
 from snippets.compressed_attention import CompressedAttention, CompressedSpec
 from snippets.learned_temperature import Large4Spec, LearnedTemperatureAttention
+from snippets.pooled_indexer import PooledIndexer
 from snippets.rope_scaling import frequencies
 from snippets.sparse_mla import IndexerSpec, SparseLatentAttention, TemperedLatentAttention
 
@@ -47,7 +48,7 @@ __all__ = [
 ]
 
 # model_type -> the indexer's RoPE pairs (the MLA's own are adjacent in both).
-INDEXER_PAIRS = {"deepseek_v32": "half", "glm_moe_dsa": "adjacent"}
+INDEXER_PAIRS = {"deepseek_v32": "half", "glm_moe_dsa": "adjacent", "glm5_next_text": "adjacent"}
 
 
 def _module(model: nn.Module, index: int) -> nn.Module:
@@ -106,6 +107,14 @@ def load_dsa(model: nn.Module, index: int, base) -> SparseLatentAttention:
         layer.source_index = earlier[-1]
         return layer.eval()
     theirs, ours = _module(model, index).indexer, layer.indexer
+    if (pool := getattr(config, "index_kpool", None)) is not None:  # GLM-5-Next's pools
+        tail = config.index_kpool_always_select_tail
+        layer.indexer = PooledIndexer(
+            indexer, spec.n_embed, spec.q_rank, spec.rope, pool=pool, tail=tail
+        ).to(mla.proj.weight.dtype)
+        ours = layer.indexer
+        ours.gate.weight.copy_(theirs.index_kpool_compress_gate)
+        ours.place.copy_(theirs.index_kpool_compress_ape)
     ours.q.weight.copy_(theirs.wq_b.weight)
     ours.k.weight.copy_(theirs.wk.weight)
     ours.k_norm.weight.copy_(theirs.k_norm.weight)

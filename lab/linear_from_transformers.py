@@ -26,7 +26,7 @@ transformers is a tooling dependency: snippets/ never imports it.
 
 import torch
 
-from snippets.kda import KimiDeltaAttention
+from snippets.kda import BoundedKimiDeltaAttention, KimiDeltaAttention
 from snippets.lightning import LightningAttention
 from snippets.linear_attention import GatedDeltaNet
 from snippets.mamba2 import Mamba2
@@ -75,15 +75,22 @@ def linear_mixer(layer):
 
 @torch.no_grad()
 def load_kda(config, theirs) -> KimiDeltaAttention:
-    """Kimi Linear's KimiLinearDeltaAttention as the guide's KimiDeltaAttention."""
+    """Kimi Linear's KimiLinearDeltaAttention as the guide's KimiDeltaAttention;
+    GLM-5-Next's Glm5NextTextLinearAttention, the same weights, as its
+    BoundedKimiDeltaAttention when its config bounds the decay (linear_lower_bound)."""
     D = config.linear_head_dim  # keys and values alike
-    ours = KimiDeltaAttention(
+    lower = getattr(config, "linear_lower_bound", None)
+    layer, bound = (
+        (KimiDeltaAttention, {}) if lower is None else (BoundedKimiDeltaAttention, {"lower": lower})
+    )
+    ours = layer(
         config.hidden_size,
         config.linear_num_heads,
         D,
         D,
         conv_size=config.linear_conv_kernel_dim,
         eps=config.rms_norm_eps,  # the output norm's; q and k's unit length: 1e-6
+        **bound,
     ).to(dtype=theirs.o_proj.weight.dtype)
     gate = theirs.forget_gate
     pairs = [
@@ -259,5 +266,6 @@ LOADERS = {
     "qwen3_next": load_qwen3_next,
     "qwen3_5_text": load_qwen3_5,
     "kimi_linear": load_kda,
+    "glm5_next_text": load_kda,  # its decay bounded: BoundedKimiDeltaAttention
     **dict.fromkeys(("nemotron_h", "falcon_h1", "granitemoehybrid"), load_mamba2),
 }

@@ -27,7 +27,12 @@ from snippets.linear_attention import GatedDeltaNet, check_delta_inputs
 
 # --8<-- [end:imports]
 
-__all__ = ["kda_recurrent", "kda_chunked", "KimiDeltaAttention"]
+__all__ = [
+    "kda_recurrent",
+    "kda_chunked",
+    "KimiDeltaAttention",
+    "BoundedKimiDeltaAttention",
+]
 
 
 # --8<-- [start:checks]
@@ -222,3 +227,33 @@ class KimiDeltaAttention(GatedDeltaNet):
 
 
 # --8<-- [end:layer]
+
+
+# --8<-- [start:bounded]
+class BoundedKimiDeltaAttention(KimiDeltaAttention):
+    """Kimi Delta Attention with a bounded decay, as GLM-5-Next's linear layers:
+    g = lower * sigmoid(exp(A_log) * (a + dt_bias)), each channel's log forget
+    gate in (lower, 0), so no channel forgets more than exp(lower) per token
+    (lower = -5: at least e^-5 of the state kept). All else, and every other
+    argument, as KimiDeltaAttention's.
+
+    Args:
+        lower: the bound, a negative float (GLM-5-Next's -5.0).
+    """
+
+    def __init__(self, *args, lower: float = -5.0, **kwargs):
+        super().__init__(*args, **kwargs)
+        number = isinstance(lower, (int, float)) and not isinstance(lower, bool)
+        if not number or not lower < 0:
+            raise ValueError(f"lower ({lower!r}) must be a negative number")
+        self.lower = float(lower)
+
+    def decay(self, x):
+        """x (B, T, C) -> g (B, H, T, K) in (lower, 0)."""
+        B, T, _ = x.shape
+        a = (self.a(x) + self.dt_bias).view(B, T, self.n_head, self.head_k)
+        g = self.lower * torch.sigmoid(self.A_log.exp()[:, None] * a)
+        return g.transpose(1, 2)
+
+
+# --8<-- [end:bounded]

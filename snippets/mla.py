@@ -72,9 +72,11 @@ class MLASpec:
             "v_head_size",
         ):
             check_positive_int(name, getattr(self, name))
-        if self.rope_head_size < 2 or self.rope_head_size % 2:
+        none = self.rope_head_size == 0 and self.rope is None  # GLM-5-Next: NoPE
+        if not none and (self.rope_head_size < 2 or self.rope_head_size % 2):
             raise ValueError(
                 f"rope_head_size ({self.rope_head_size}) must be even and >= 2"
+                " (0 only without RoPE)"
             )
 
 

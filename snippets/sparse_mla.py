@@ -80,7 +80,7 @@ def turn_part(x: torch.Tensor, rope: RopeSpec, dims: int, pairs: str, offset=0):
 @dataclasses.dataclass(frozen=True)
 class IndexerSpec:
     """A DSA indexer's numbers (DeepSeek-V3.2: 64 heads of 128, RoPE on 64,
-    half pairs, top_k 2048)."""
+    half pairs, top_k 2048; rope_dims 0: no RoPE, as GLM-5-Next's)."""
 
     n_head: int
     head_size: int
@@ -95,8 +95,10 @@ class IndexerSpec:
         if self.pairs not in PAIRS:
             raise ValueError(f"pairs ({self.pairs!r}) must be one of {PAIRS}")
         d = self.rope_dims
-        if isinstance(d, bool) or not isinstance(d, int) or d < 2 or d % 2:
-            raise ValueError(f"rope_dims ({d!r}) must be an even int >= 2")
+        if isinstance(d, bool) or not isinstance(d, int) or d < 0 or d % 2:
+            raise ValueError(
+                f"rope_dims ({d!r}) must be an even int >= 0 (0: no RoPE)"
+            )
         if d > self.head_size:
             raise ValueError(
                 f"rope_dims ({d}) must be <= head_size ({self.head_size})"
@@ -119,6 +121,8 @@ class DSAIndexer(nn.Module):
         self.weights = nn.Linear(n_embed, heads, bias=False)
 
     def _turn(self, t, offset):
+        if self.spec.rope_dims == 0:  # GLM-5-Next's indexer: no RoPE
+            return t
         return turn_part(t, self.rope, self.spec.rope_dims, self.spec.pairs, offset)
 
     def keys(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
@@ -133,6 +137,10 @@ class DSAIndexer(nn.Module):
         q = self._turn(q, offset).transpose(1, 2)  # (B, Tn, I, E)
         w = self.weights(x) * (s.n_head * s.head_size) ** -0.5  # (B, Tn, I)
         return index_scores(q, keys, w)
+
+    def choose(self, x, latent, keys, offset: int, allowed) -> torch.Tensor:
+        """The keys each query attends to, (B, Tn, Ta): its top_k allowed."""
+        return choose(self(x, latent, keys, offset), allowed, self.spec.top_k)
 
 
 def choose(scores: torch.Tensor, allowed: torch.Tensor, top_k: int) -> torch.Tensor:
@@ -208,8 +216,7 @@ class SparseLatentAttention(LatentAttention):
                 )
             chosen = self.choice.read(x.size(1), k_pos.numel())
         else:
-            scores = self.indexer(x, latent, new[2], offset)
-            chosen = choose(scores, allowed, self.indexer.spec.top_k)
+            chosen = self.indexer.choose(x, latent, new[2], offset, allowed)
             self.choice.chosen = chosen
         mask = chosen[:, None]  # (B, 1, Tn, Ta): every head the same keys
         if cache is None and not return_weights:

@@ -4,7 +4,8 @@ The recurrent form is the paper's update S_t = (I - beta k k^T) diag(alpha) S_{t
 beta k v^T written with explicit matrices; the chunked form equals the recurrent one
 (chunk sizes that divide T and sizes that do not, with and without a starting state);
 the decay acts row by row (its defining property) and with one value for every channel it
-is Gated DeltaNet; the layer is causal, its LinearState is all that passes between two
+is Gated DeltaNet; the bounded variant's (GLM-5-Next's) decay stays in (lower, 0);
+the layer is causal, its LinearState is all that passes between two
 parts of a sequence; bad input is a ValueError naming it. Against transformers' Kimi
 Linear: tests/lab/test_kimi_linear.py.
 """
@@ -14,7 +15,7 @@ import torch
 from torch.testing import assert_close
 
 from snippets.cache import LayerCache, LinearState
-from snippets.kda import KimiDeltaAttention, kda_chunked, kda_recurrent
+from snippets.kda import BoundedKimiDeltaAttention, KimiDeltaAttention, kda_chunked, kda_recurrent
 from snippets.linear_attention import gated_delta_chunked, gated_delta_recurrent, state_bytes
 
 B, H, T, K, V = 2, 3, 37, 8, 6
@@ -150,3 +151,27 @@ def test_bad_input_is_named():
         attn(x, cache=LayerCache("full"))
     with pytest.raises(ValueError, match=r"x must be \(B, T, 16\)"):
         attn(x[..., :4])
+
+
+def test_the_bounded_decay_stays_above_its_bound():
+    """GLM-5-Next's decay: lower * sigmoid(rate * a), every channel's in (lower, 0),
+    however large the decay's input; the unbounded one passes the bound."""
+    torch.manual_seed(0)
+    bounded = BoundedKimiDeltaAttention(16, 2, 8, 6, lower=-2.0).double()
+    free = KimiDeltaAttention(16, 2, 8, 6).double()
+    free.load_state_dict(bounded.state_dict())
+    x = torch.randn(2, 11, 16, dtype=torch.float64) * 50  # decay inputs of many units
+    g = bounded.decay(x)
+    assert g.shape == (2, 2, 11, 8)
+    assert bool((g >= -2.0).all()) and bool((g <= 0).all())  # (lower, 0), up to rounding
+    assert g.min() < -1.9  # the bound is reached, not merely respected
+    assert free.decay(x).min() < -2.0
+    a = (bounded.a(x) + bounded.dt_bias).view(2, 11, 2, 8)
+    expected = -2.0 * torch.sigmoid(bounded.A_log.exp()[:, None] * a)
+    assert_close(g, expected.transpose(1, 2))
+
+
+def test_a_bound_that_is_not_negative_is_refused():
+    for lower in (0.0, 1.5, True, "-5"):
+        with pytest.raises(ValueError, match=r"lower \(.*\) must be a negative number"):
+            BoundedKimiDeltaAttention(16, 2, 8, 6, lower=lower)

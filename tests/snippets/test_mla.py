@@ -84,3 +84,20 @@ def test_bad_spec_names_the_value():
         MLASpec(**{**SPEC.__dict__, "rope_head_size": 3})
     with pytest.raises(ValueError, match=re.escape("kv_rank (0) must be positive")):
         MLASpec(**{**SPEC.__dict__, "kv_rank": 0})
+
+
+@torch.no_grad()
+def test_no_rope_part_at_all_is_mla_without_positions():
+    """GLM-5-Next's MLA: rope_head_size 0, allowed only with rope None; whole and
+    cached agree, the cache's rope key has no channels."""
+    spec = MLASpec(**{**SPEC.__dict__, "rope_head_size": 0, "rope": None})
+    layer, x = make(spec)
+    whole = layer(x)
+    cache = layer.new_cache()
+    steps = [layer(x[:, :5], cache=cache)] + [
+        layer(x[:, t : t + 1], cache=cache) for t in range(5, T)
+    ]
+    assert_close(torch.cat(steps, 1), whole, rtol=1e-5, atol=1e-5)
+    assert cache.held[1].shape == (2, T, 0)
+    with pytest.raises(ValueError, match=re.escape("rope_head_size (0) must be even")):
+        MLASpec(**{**SPEC.__dict__, "rope_head_size": 0})  # a rope, nothing to turn
