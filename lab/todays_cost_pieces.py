@@ -31,7 +31,7 @@ FULL |= {"seq_lens": [512, 1024, 2048, 4096, 8192], "repetitions": 3, "warmup": 
 # --quick: the same heads on a narrower x (the attention's share larger), choosing fewer
 # keys (sparse from T = 256 on), fewer rounds.
 QUICK = {**FULL, "C": 128, "top_k": 64, "v4_window": 64, "hca": 32}
-QUICK |= {"seq_lens": [512, 1024, 2048], "repetitions": 1, "warmup": 1}
+QUICK |= {"seq_lens": [512, 1024, 2048], "repetitions": 3, "warmup": 1}
 
 
 @dataclasses.dataclass(frozen=True)
