@@ -1,5 +1,6 @@
-"""A built page's structure, checked in the browser: its headings and its diagrams'
-reserved boxes (re-exported by tests/browser/checks.py, where the other checks are)."""
+"""A built page's structure, checked in the browser: its headings, its diagrams'
+reserved boxes and its API tables' columns (re-exported by tests/browser/checks.py,
+where the other checks are)."""
 
 from tests.browser import js
 
@@ -39,3 +40,17 @@ def check_diagram_boxes(page) -> list[str]:
                 f"{d['drawnHeight']:.0f} px: run `.venv/bin/python -m tests.browser.diagram_sizes`"
             )
     return problems
+
+
+def check_table_columns(page) -> list[str]:
+    """Every API table (mkdocstrings' Parameters, Returns, ...) has its columns fixed by its
+    header: they sit where they sit with all its rows, with only its first one, and before
+    Material's script wraps the table. Otherwise the columns re-lay as a slow page arrives,
+    and everything in the table moves (extra.css fixes their widths at desktop width)."""
+    return [
+        f"API table {' | '.join(t['header'])} under #{t['where']}: its columns start at "
+        f"{t['all']} px with its {t['rows']} rows, {t['first']} with only the first, "
+        f"{t['unwrapped']} before Material wraps it: they re-lay as the page arrives "
+        "(a layout shift on a busy CPU; extra.css fixes the API tables' column widths)"
+        for t in page.evaluate(js("table-columns"))
+    ]

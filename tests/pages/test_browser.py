@@ -134,6 +134,7 @@ def inspect_page(
         results.run("links", bc.check_links, page, server.base)
         results.run("headings", bc.check_headings, page)
         results.run("code fit", bc.check_desktop_code_fit, page)
+        results.run("table columns", bc.check_table_columns, page)
         if every_check:
             dark_pass = _expensive_checks(page, slug, math, results)
         else:
@@ -417,6 +418,12 @@ def test_no_layout_shift(site_report):
     reflows: cumulative layout shift <= 0.01 on every page, scrolling through included."""
     shifted = [f"{r['page']}: CLS {r['cls']:.3f}" for r in site_report if r["cls"] > 0.01]
     assert not shifted
+
+
+def test_api_tables_keep_their_columns(site_report):
+    """What a slow load would shift, measured on the loaded page (the load itself seldom
+    shows it): an API table's columns do not depend on its rows or on Material's wrapping."""
+    _assert_clean(site_report, "table columns")
 
 
 def test_api_pages_get_the_cheap_checks_and_three_get_every_check(

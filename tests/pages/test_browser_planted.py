@@ -348,3 +348,46 @@ def test_a_tab_that_draws_no_frame_is_found_in_the_frame_wait(planted):
     start = time.monotonic()
     assert not bv.draws_frames(page, 300)
     assert time.monotonic() - start < 5
+
+
+API_TABLE_RULE = "/* An API page's tables"  # where extra.css's rule for them begins
+
+
+def _without_api_table_rule(css: str) -> str:
+    """extra.css without its rule for the API tables: the comment that opens it and the
+    @media block after it, to the brace that closes that block."""
+    start = css.index(API_TABLE_RULE)
+    depth = 0
+    for end in range(css.index("@media", start), len(css)):
+        depth += {"{": 1, "}": -1}.get(css[end], 0)
+        if css[end] == "}" and depth == 0:
+            return css[:start] + css[end + 1 :]
+    raise ValueError("extra.css: the API tables' @media block is not closed")
+
+
+def test_api_table_columns_without_their_rule_are_caught(site_browser, site_server, built_site):
+    """The configurable API page as built (its first table, Parameters, is on the first
+    screen: it shifted by 0.026 in a CI run) passes check_table_columns; served with an
+    extra.css without the rule that fixes the API tables' columns, it fails it."""
+    url = f"{site_server.base}reference/configurable/"
+    site_browser.visit(url)
+    assert bc.check_table_columns(site_browser.page) == []
+    css = (built_site / "assets" / "stylesheets" / "extra.css").read_text(encoding="utf-8")
+    planted_css = _without_api_table_rule(css)
+    assert "table-layout" in css and "table-layout" not in planted_css
+
+    def serve(route):
+        route.fulfill(body=planted_css, content_type="text/css")
+
+    pattern = f"{site_server.base}assets/stylesheets/extra.css*"
+    site_browser.context.route(pattern, serve)
+    try:
+        site_browser.visit(url)
+        problems = bc.check_table_columns(site_browser.page)
+    finally:
+        site_browser.context.unroute(pattern, serve)
+    assert problems and all("re-lay as the page arrives" in p for p in problems), problems
+    assert any(
+        "Name | Type | Description | Default under #snippets.configurable.AttentionSpec" in p
+        for p in problems
+    ), problems
