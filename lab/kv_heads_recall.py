@@ -3,17 +3,17 @@
     python -m lab.kv_heads_recall          # docs/assets/results/kv-heads-recall.json + SVG
     python -m lab.kv_heads_recall --quick --out /tmp/kv   # seconds: the suite's sign check
 
-The same small GPT (2 layers, 8 query heads of D = 4, width 32, ALiBi) four times,
-differing only in how many key/value heads its attention keeps: MHA 8, GQA 2, MQA 1,
-and MLA with a latent of 2 x D = 8 numbers (as many cached numbers as MQA). Each is
+The same small GPT (2 layers, 4 query heads of D = 16, width 64, ALiBi) four times,
+differing only in how many key/value heads its attention keeps: MHA 4, GQA 2, MQA 1,
+and MLA with a latent of 2 x D = 32 numbers (as many cached numbers as MQA). Each is
 trained on MQAR rows of 1..12 pairs (lab/mqar.py's recipe) from several seeds and
 scored at each number of pairs. The only path from a pair to the key that asks for
 it is attention, and what a position offers it is what the cache keeps of it:
-G x D numbers of key and as many of value (MHA 32, MQA 4) or MLA's latent.
+G x D numbers of key and as many of value (MHA 64 each, MQA 16) or MLA's latent.
 
 --quick loads the seed-0 MHA and MQA models from the trained-model cache
-(lab/model_cache.py; trained once per version of the code, about two minutes) and
-scores them on fewer rows: the suite checks that at the most pairs MQA recalls less.
+(lab/model_cache.py; trained once per version of the code, about four minutes) and
+scores them on fewer rows: the suite checks the sign of the page's effect.
 """
 
 import dataclasses
@@ -24,32 +24,46 @@ import time
 
 from lab.common import RESULTS_DIR, note_load_after
 from lab.experiment import Command, count, progress
-from lab.mqar import CACHED, VARIANTS, D, MqarRun, recall, run_of, train_mqar
+from lab.kv_heads_models import CACHED, VARIANTS, D, build, run_of
+from lab.mqar import MqarRun, recall, train_mqar
 from lab.style import COLORS, FIGURE_WIDTH, INK, pyplot
 
 RESULT_FILE = RESULTS_DIR / "kv-heads-recall.json"
 FIGURE = RESULTS_DIR / "kv-heads-recall.svg"
 SCHEMA = "attention-guide/kv-heads-recall/1"
-BASE = MqarRun()
-# long_steps: seed 0 of the long_variants once more, trained 2.5 times longer, to
-# tell "learns slower" from "cannot recall" (0: none).
+BASE = run_of("MHA")  # the sizes and recipe every variant shares
 FULL = {
-    "seeds": 3,
+    "seeds": 5,
     "eval_pairs": [1, 2, 4, 6, 8, 10, 12],
     "eval_rows": 512,
     "workers": 2,
-    "long_steps": 1500,
-    "long_variants": ["MQA"],
 }
 QUICK = {
     "seeds": 1,
     "eval_pairs": [2, 12],
     "eval_rows": 128,
     "workers": 1,
-    "long_steps": 0,
-    "long_variants": [],
 }
 QUICK_VARIANTS = CACHED  # the cached seed-0 models
+TRIALS_FILE = RESULTS_DIR / "kv-heads-recall-trials.json"
+TRIALS_SCHEMA = "attention-guide/kv-heads-recall-trials/1"
+_MLA = run_of("MLA")
+# What was tried before the sizes and the latent norm of the runs above (--trials):
+# seed-0 runs of the same recipe, each changed as its name says; True: built as the
+# full runs are (lab.kv_heads_models.build), False: MLA's latent not normalised, as
+# the guide's layer has it (lab.mqar.build).
+TRIALS = {
+    "MQA, 8 heads of D = 4 (width 32)": (
+        dataclasses.replace(run_of("MQA"), n_embed=32, n_head=8), True),
+    "MQA, 8 heads of D = 8": (dataclasses.replace(run_of("MQA"), n_head=8), True),
+    "MQA, 8 heads of D = 8, 1,500 steps": (
+        dataclasses.replace(run_of("MQA"), n_head=8, steps=1500), True),
+    "MLA, latent not normalised": (_MLA, False),
+    "MLA, latent not normalised, 1,500 steps": (dataclasses.replace(_MLA, steps=1500), False),
+    "MLA, latent not normalised, latent of 64": (
+        dataclasses.replace(_MLA, attention=(("attention", "mla"), ("kv_latent", 64))), False),
+    "MLA, latent not normalised, seed 1": (dataclasses.replace(_MLA, seed=1), False),
+}  # fmt: skip
 
 
 def cached_numbers(variant: str) -> int:
@@ -68,42 +82,38 @@ def score(model, run: MqarRun, settings: dict) -> dict[str, float]:
 
 
 def one_job(job: tuple) -> dict:
-    """Train one (variant, seed, steps), score it: {"recall": {pairs: share}, ...}."""
-    variant, seed, settings, steps = job
+    """Train one (variant, seed), score it: {"recall": {pairs: share}, ...}."""
+    variant, seed, settings = job
     import torch
 
     torch.set_num_threads(1)
     start = time.process_time()
-    run = dataclasses.replace(run_of(variant, seed), steps=steps)
-    if (
-        variant in CACHED and seed == 0 and steps == BASE.steps
-    ):  # the models the quick check loads: keep them
-        from lab.model_cache import trained_mqar
+    run = run_of(variant, seed)
+    if variant in CACHED and seed == 0:  # the models the quick check loads: keep them
+        from lab.model_cache import trained_kv_heads
 
-        model, losses = trained_mqar(run)
+        model, losses = trained_kv_heads(run)
     else:
-        model, losses = train_mqar(run)
+        model, losses = train_mqar(run, make=build)
     scores = score(model, run, settings)
     seconds = time.process_time() - start
-    progress(f"{variant} seed {seed}, {steps} steps: {scores} ({seconds:.0f} CPU s)")
+    progress(f"{variant} seed {seed}: {scores} ({seconds:.0f} CPU s)")
     return {"recall": scores, "final_loss": losses[-1], "cpu_seconds": round(seconds, 1)}
 
 
 def quick_job(job: tuple) -> dict:
     """The cached seed-0 model of a variant, scored (no training if the cache holds it)."""
-    variant, seed, settings, _ = job
-    from lab.model_cache import trained_mqar
+    variant, seed, settings = job
+    from lab.model_cache import trained_kv_heads
 
     run = run_of(variant, seed)
-    model, losses = trained_mqar(run)
+    model, losses = trained_kv_heads(run)
     return {"recall": score(model, run, settings), "final_loss": losses[-1]}
 
 
 def run(settings: dict, header: dict, quick: bool) -> dict:
     names = QUICK_VARIANTS if quick else tuple(VARIANTS)
-    jobs = [(v, seed, settings, BASE.steps) for v in names for seed in range(settings["seeds"])]
-    if settings["long_steps"]:
-        jobs += [(v, 0, settings, settings["long_steps"]) for v in settings["long_variants"]]
+    jobs = [(v, seed, settings) for v in names for seed in range(settings["seeds"])]
     work = quick_job if quick else one_job
     started = time.perf_counter()
     if settings["workers"] > 1:  # one thread each: the same sums as one after the other
@@ -113,14 +123,7 @@ def run(settings: dict, header: dict, quick: bool) -> dict:
         done = [work(job) for job in jobs]
     variants = {}
     for name in names:
-        runs = [
-            d for (v, _, _, n), d in zip(jobs, done, strict=True) if (v, n) == (name, BASE.steps)
-        ]
-        longer = [
-            d
-            for (v, _, _, n), d in zip(jobs, done, strict=True)
-            if (v, n) == (name, settings["long_steps"])
-        ]
+        runs = [d for (v, _, _), d in zip(jobs, done, strict=True) if v == name]
         variants[name] = {
             "attention": dict(VARIANTS[name]),
             "cached_numbers_per_token_and_layer": cached_numbers(name),
@@ -128,8 +131,6 @@ def run(settings: dict, header: dict, quick: bool) -> dict:
             "final_loss": [r["final_loss"] for r in runs],
             "cpu_seconds": [r.get("cpu_seconds") for r in runs],
         }
-        if longer:
-            variants[name]["seed0_long"] = longer[0]
     note_load_after(header)
     return {
         **header,
@@ -139,6 +140,35 @@ def run(settings: dict, header: dict, quick: bool) -> dict:
         "wall_seconds": round(time.perf_counter() - started, 1),
         "variants": variants,
     }
+
+
+def trial_job(job: tuple) -> dict:
+    """Train and score one trial of TRIALS: {"run": its recipe, "recall": ..., ...}."""
+    name, settings = job
+    import torch
+
+    torch.set_num_threads(1)
+    run, normalised = TRIALS[name]
+    start = time.process_time()
+    model, losses = train_mqar(run, make=build if normalised else None)
+    scores = score(model, run, settings)
+    seconds = time.process_time() - start
+    progress(f"{name}: {scores} ({seconds:.0f} CPU s)")
+    return {
+        "run": {**run.recipe(), "attention": dict(run.attention), "seed": run.seed},
+        "latent_normalised": normalised if "kv_latent" in dict(run.attention) else None,
+        "recall": scores,
+        "final_loss": losses[-1],
+        "cpu_seconds": round(seconds, 1),
+    }
+
+
+def run_trials(settings: dict, header: dict) -> dict:
+    jobs = [(name, settings) for name in TRIALS]
+    with multiprocessing.get_context("spawn").Pool(settings["workers"]) as pool:
+        done = pool.map(trial_job, jobs)
+    note_load_after(header)
+    return {**header, "settings": settings, "trials": dict(zip(TRIALS, done, strict=True))}
 
 
 def mean_recall(data: dict, variant: str, pairs: int) -> float:
@@ -163,15 +193,32 @@ def table(data: dict) -> str:
     return "\n".join(lines)
 
 
-def costs_recall_from(data: dict, variant: str) -> int | None:
-    """The fewest pairs at which every seed of `variant` recalls less than every seed
-    of MHA; None if there are none."""
-    mha = data["variants"]["MHA"]["recall"]
-    mine = data["variants"][variant]["recall"]
-    for p in data["settings"]["eval_pairs"]:
-        if max(mine[str(p)]) < min(mha[str(p)]):
+def below_from(data: dict, lower: str, upper: str) -> int | None:
+    """The fewest pairs from which on every seed of `lower` recalls less than every seed
+    of `upper`, at each number of pairs scored; None if there are none."""
+    pairs = data["settings"]["eval_pairs"]
+    runs = data["variants"]
+
+    def below(p):
+        return max(runs[lower]["recall"][str(p)]) < min(runs[upper]["recall"][str(p)])
+
+    for i, p in enumerate(pairs):
+        if all(below(q) for q in pairs[i:]):
             return p
     return None
+
+
+def separated(data: dict) -> list[tuple[str, str, int]]:
+    """Every (lower, upper, pairs) where all seeds of `lower` recall less than all seeds
+    of `upper`: the differences the seeds let one call an effect."""
+    runs = data["variants"]
+    return [
+        (a, b, p)
+        for p in data["settings"]["eval_pairs"]
+        for a in runs
+        for b in runs
+        if a != b and max(runs[a]["recall"][str(p)]) < min(runs[b]["recall"][str(p)])
+    ]
 
 
 def recall_figure(data: dict):
@@ -211,9 +258,19 @@ FIGURES = {FIGURE.name: recall_figure}
 def main(argv: list[str] | None = None) -> int:
     cmd = Command("lab.kv_heads_recall", __doc__, threads=1, jobs=FULL["workers"])
     cmd.parser.add_argument("--seeds", type=count, help="models per variant")
+    cmd.parser.add_argument(
+        "--trials", action="store_true", help=f"what was tried first: {TRIALS_FILE.name}"
+    )
     args = cmd.parse(argv)
     settings = dict(QUICK if args.quick else FULL)
     settings["workers"] = args.jobs  # the result file's name for it
+    if args.trials:
+        settings = {k: v for k, v in settings.items() if k != "seeds"}
+        data = run_trials(settings, cmd.header(TRIALS_SCHEMA))
+        cmd.write(TRIALS_FILE.name, data)
+        for name, t in data["trials"].items():
+            print(f"{name}: " + ", ".join(f"{p} pairs {r:.2f}" for p, r in t["recall"].items()))
+        return 0
     if args.seeds is not None:
         settings["seeds"] = args.seeds
     data = run(settings, cmd.header(SCHEMA), args.quick)
@@ -225,3 +282,98 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+# ------------------------------------------------------------------ the page's results
+# Rendered into docs/kv-heads.md by the build (hooks/results.py) from the result file.
+
+
+def _spread(runs: list[float]) -> str:
+    return f"{statistics.mean(runs):.2f} ({min(runs):.2f}-{max(runs):.2f})"
+
+
+def result() -> str:
+    """Mean recall (lowest-highest seed), a row per number of pairs, a column per variant
+    with what its cache keeps; a guess's score beside them; how the run was made."""
+    from lab.result_pages import load, markdown_table, measured_note
+
+    data = load(RESULT_FILE.name)
+    variants = data["variants"]
+    header = ["pairs"]
+    header += [
+        f"{n}, {r['cached_numbers_per_token_and_layer']} cached" for n, r in variants.items()
+    ]
+    header.append("guess: 1/pairs")
+    rows = [
+        [str(p), *(_spread(r["recall"][str(p)]) for r in variants.values()), f"{1 / p:.2f}"]
+        for p in data["settings"]["eval_pairs"]
+    ]
+    table = markdown_table(header, rows, "mean recall of repeated keys (lowest-highest seed)")
+    s, t = data["settings"], data["run"]
+    cpu = sum(sum(r["cpu_seconds"]) for r in variants.values())
+    note = measured_note(
+        data,
+        [
+            f"{t['n_layer']} layers, {t['n_head']} query heads of D = {t['n_embed'] // t['n_head']}"
+            f" in a width of {t['n_embed']}; rows of {t['length']} tokens, {t['min_pairs']} to"
+            f" {t['max_pairs']} pairs, {t['n_keys']} key ids and {t['n_values']} value ids",
+            f"{t['steps']} steps of {t['batch']} rows, AdamW at lr {t['lr']} with"
+            f" {t['warmup']} warm-up steps and a cosine decay",
+            f"{s['eval_rows']} fresh rows scored per number of pairs;"
+            f" {s['seeds'] * len(variants)} models trained and scored",
+        ],
+        seeds=list(range(s["seeds"])),
+        seconds=cpu,
+        clock="CPU",
+    )
+    return f"{table}\n\n{note}"
+
+
+def values() -> dict[str, str]:
+    """The numbers of the page's prose: each variant's mean and seed range at each number
+    of pairs (mha_2, mha_2_low, mha_2_high, ...); the lowest seed of all at 2 pairs; from
+    how many pairs on every MLA seed is below every GQA seed; the one pair count where
+    MLA's seeds are all below MQA's, and by how much."""
+    from lab.result_pages import load, value_table
+
+    data = load(RESULT_FILE.name)
+    runs = data["variants"]
+    out = {"seeds": str(data["settings"]["seeds"]), "steps": f"{data['run']['steps']:,}"}
+    for name, r in runs.items():
+        for p, seeds in r["recall"].items():
+            out[f"{name.lower()}_{p}"] = f"{statistics.mean(seeds):.2f}"
+            out[f"{name.lower()}_{p}_low"] = f"{min(seeds):.2f}"
+            out[f"{name.lower()}_{p}_high"] = f"{max(seeds):.2f}"
+    out["lowest_2"] = f"{min(min(r['recall']['2']) for r in runs.values()):.2f}"
+    out["mla_below_gqa_from"] = str(below_from(data, "MLA", "GQA"))
+    (p,) = [p for a, b, p in separated(data) if (a, b) == ("MLA", "MQA")]
+    gap = min(runs["MQA"]["recall"][str(p)]) - max(runs["MLA"]["recall"][str(p)])
+    out["mla_below_mqa_at"], out["mla_below_mqa_by"] = str(p), f"{gap:.3f}"
+    return value_table(out)
+
+
+def trials_result() -> str:
+    """What was tried first (TRIALS): a row per trial, its recall at two and at the most
+    pairs beside a guess's; how the trials were run."""
+    from lab.result_pages import load, markdown_table, measured_note
+
+    data = load(TRIALS_FILE.name)
+    most = str(max(data["settings"]["eval_pairs"]))
+    rows = [
+        [name, f"{t['recall']['2']:.2f}", f"{t['recall'][most]:.2f}", f"{t['final_loss']:.2f}"]
+        for name, t in data["trials"].items()
+    ]
+    header = ["trial (seed 0 unless named)", "recall, 2 pairs", f"recall, {most} pairs"]
+    header.append("final loss")
+    guess = f"a guess among the row's values scores 0.50 at 2 pairs, {1 / int(most):.2f} at {most}"
+    cpu = sum(t["cpu_seconds"] for t in data["trials"].values())
+    note = measured_note(
+        data,
+        [
+            "each trial: the recipe of the runs on the page, changed as its name says",
+            f"{data['settings']['eval_rows']} fresh rows scored per number of pairs",
+        ],
+        seconds=cpu,
+        clock="CPU",
+    )
+    return f"{markdown_table(header, rows)}\n\n{guess[0].upper()}{guess[1:]}.\n\n{note}"

@@ -5,9 +5,10 @@
 
 Small models are trained (each in seconds to two minutes on a CPU): the attention-only
 model of snippets/induction.py on repeated tokens, the GPT of snippets/char_gpt.py on
-the guide's text, and lab/mqar.py's GPTs on MQAR: the seed-0 MHA and MQA ones (for
-the kv-heads page's sign check) and the softmax-only, linear-only and hybrid ones (a
-file per variant and seed; seed 0 of each committed, for the beyond-softmax page's).
+the guide's text, and GPTs on MQAR by lab/mqar.py's recipe: the seed-0 MHA and MQA
+ones of lab/kv_heads_models.py (for the kv-heads page's check) and the softmax-only,
+linear-only and hybrid ones (a file per variant and seed; seed 0 of each committed,
+for the beyond-softmax page's).
 A trained model is kept in .cache/trained/, under a key made from its configuration
 and from what trains it: its recipe's modules (RECIPES) and the project's modules they
 import, read without comments and docstrings, the data it reads and torch's version.
@@ -24,9 +25,10 @@ from pathlib import Path
 
 import torch
 
+from lab import kv_heads_models
 from lab.common import atomic_write
 from lab.fingerprint import recipe_fingerprint
-from lab.mqar import BLOCKS_CACHED, CACHED, MqarRun, blocks_run, build, run_of, train_mqar
+from lab.mqar import BLOCKS_CACHED, MqarRun, blocks_run, build, train_mqar
 from lab.paths import CACHE, ROOT
 from snippets.char_gpt import CharGPTConfig, train_char_gpt
 from snippets.corpus import guide_text
@@ -63,6 +65,7 @@ RECIPES = {  # the name of a committed model, or its prefix ("mqar-"), -> its re
     "induction": Recipe(("snippets/induction.py",)),
     "char-gpt": Recipe(("snippets/char_gpt.py",), data=("data/guide-snapshot.txt",)),
     "mqar-": Recipe(("lab/mqar.py",)),
+    "kv-heads-": Recipe(("lab/kv_heads_models.py",)),  # it imports lab/mqar.py
     "streaming-": Recipe(("lab/sink_models.py",)),
 }
 
@@ -138,11 +141,19 @@ def trained_mqar(run: MqarRun) -> tuple[GPT, list[float]]:
     return _cached(mqar_name(run), run, build, train_mqar)
 
 
+def trained_kv_heads(run: MqarRun) -> tuple[GPT, list[float]]:
+    """A kv-heads model (lab/kv_heads_models.py) trained by lab.mqar's recipe, once per
+    version of the code: "kv-heads-mqar-..." in the cache."""
+    make = kv_heads_models.build
+    return _cached(f"kv-heads-{mqar_name(run)}", run, make, lambda r: train_mqar(r, make=make))
+
+
 def committed_runs() -> dict[str, object]:
     """The models data/trained/ holds: each one's name in the cache -> its configuration."""
     runs = {"induction": InductionConfig(), "char-gpt": CharGPTConfig()}
-    for variant in CACHED:
-        runs[mqar_name(run_of(variant))] = run_of(variant)
+    for variant in kv_heads_models.CACHED:
+        run = kv_heads_models.run_of(variant)
+        runs[f"kv-heads-{mqar_name(run)}"] = run
     for variant in BLOCKS_CACHED:
         runs[mqar_name(blocks_run(variant))] = blocks_run(variant)
     return runs
@@ -197,6 +208,8 @@ def commit_trained() -> list[Path]:
     for name, run in runs.items():
         if name.startswith("mqar-"):
             trained_mqar(run)
+        elif name.startswith("kv-heads-"):
+            trained_kv_heads(run)
     return write_plan(commit_plan(runs))
 
 

@@ -49,7 +49,8 @@ def test_a_committed_model_of_other_code_is_not_loaded(empty_cache, monkeypatch)
 def test_the_committed_models_are_this_codes():
     """Else every fresh clone trains them again (seconds of the build's chain): refresh them."""
     runs = models.committed_runs()
-    assert {"induction", "char-gpt", "mqar-mha-seed0", "mqar-n-kv-head-1-seed0"} <= set(runs)
+    assert {"induction", "char-gpt", "kv-heads-mqar-mha-seed0"} <= set(runs)
+    assert "kv-heads-mqar-n-kv-head-1-seed0" in runs
     assert {"mqar-mha-ssss-seed0", "mqar-mha-llll-seed0", "mqar-mha-llls-seed0"} <= set(runs)
     for name, config in runs.items():
         committed = sorted(p.name for p in models.COMMITTED.glob(f"{name}-*.pt"))
@@ -76,9 +77,11 @@ def test_a_model_is_keyed_by_its_recipe_s_code_and_data(tmp_path, monkeypatch):
         "induction": {"induction"},
         "char-gpt": {"char-gpt"},
         "mqar": {n for n in before if n.startswith("mqar-")},
+        "kv-heads": {n for n in before if n.startswith("kv-heads-")},
         "streaming": {n for n in before if n.startswith("streaming-")},
     }
-    assert len(groups["mqar"]) == 5 and len(groups["streaming"]) == 3
+    assert len(groups["mqar"]) == 3 and len(groups["kv-heads"]) == 2
+    assert len(groups["streaming"]) == 3
     assert set().union(*groups.values()) == set(before)
 
     def changed_by(edit: str, text: str) -> set[str]:
@@ -93,13 +96,15 @@ def test_a_model_is_keyed_by_its_recipe_s_code_and_data(tmp_path, monkeypatch):
 
     code = "\nUNUSED_BY_TRAINING = 1\n"  # a line of code: it runs, so it re-keys
     # One experiment's module: its models only.
-    assert changed_by("lab/mqar.py", code) == groups["mqar"]
+    assert changed_by("lab/kv_heads_models.py", code) == groups["kv-heads"]
+    # The recipe both MQAR experiments train with: the models of both.
+    assert changed_by("lab/mqar.py", code) == groups["mqar"] | groups["kv-heads"]
     assert changed_by("lab/sink_models.py", code) == groups["streaming"]
     assert changed_by("snippets/induction.py", code) == groups["induction"]
     assert changed_by("snippets/char_gpt.py", code) == groups["char-gpt"]
     assert changed_by("data/guide-snapshot.txt", "\n") == groups["char-gpt"]
     # A piece the recipes share: the models built or trained with it.
-    uses_model = groups["char-gpt"] | groups["mqar"] | groups["streaming"]
+    uses_model = groups["char-gpt"] | groups["mqar"] | groups["kv-heads"] | groups["streaming"]
     assert changed_by("snippets/model.py", code) == uses_model
     assert changed_by("snippets/attention.py", code) == set(before)
     # Not what trains a model: comments and docstrings, the cache itself, other commands.
