@@ -94,12 +94,12 @@ def test_committed_result_is_the_full_run():
         assert min(r["recall"]["2"]) > 0.9, (name, r["recall"]["2"])
     assert experiment.FIGURE.is_file()
     # The page's reading of it: MHA, GQA and MQA within noise at every number of pairs;
-    # MLA's mean the lowest from 2 pairs on, below every GQA seed from 6 pairs on and
-    # below every MQA seed at 12 pairs only.
+    # MLA's mean the lowest from 4 pairs on, below every GQA seed from 6 pairs on and
+    # below every MQA seed at 12 pairs only; within noise of MHA at every count.
     assert {(a, b) for a, b, _ in experiment.separated(data)} == {("MLA", "GQA"), ("MLA", "MQA")}
     assert [p for a, b, p in experiment.separated(data) if b == "MQA"] == [12]
     assert experiment.below_from(data, "MLA", "GQA") == 6
-    for p in pairs[1:]:
+    for p in pairs[pairs.index("4") :]:
         means = {v: statistics.mean(r["recall"][p]) for v, r in data["variants"].items()}
         assert min(means, key=means.get) == "MLA", (p, means)
 

@@ -8,8 +8,10 @@ import copy
 import json
 import re
 from html.parser import HTMLParser
+from pathlib import Path
 
-from lab.common import RESULTS_DIR, TRAINING_RESULTS
+from hooks.page_parser import parse_page
+from lab.common import RESULTS_DIR, ROOT, TRAINING_RESULTS
 
 
 class _Tables(HTMLParser):
@@ -118,3 +120,43 @@ def test_prose_values_come_from_the_result_file(built_site):
     text = " ".join(re.sub(r"<[^>]+>", "", _page(built_site, "generation")).split())
     assert f"makes a token {bench['speedup']:.1f} times as fast on average" in text
     assert "<!-- value:" not in _page(built_site, "generation")
+
+
+# A lesson shows a measured result as the table the build renders from its file (hooks/
+# results.py), never as code that loads the file and prints it with the machine's lines.
+RESULT_READING = re.compile(
+    r"\b(RESULT_FILE|RESULTS_DIR|TRAINING_RESULTS|describe_machine|result_pages)\b"
+    r"|assets/results/[\w/.-]+\.json"
+)
+
+
+def result_reading_blocks(pages: list[Path], root: Path) -> list[str]:
+    """The Python blocks of `pages` that read a committed result file (a shell block may
+    name one: the command that writes it)."""
+    found = []
+    for page in pages:
+        for block in parse_page(page, root, lambda lines: lines):
+            match = block.kind == "python" and RESULT_READING.search(block.code)
+            if match:
+                found.append(f"{block.where}: {match[0]!r} (render it: <!-- result: ... -->)")
+    return found
+
+
+def test_no_lesson_reads_a_result_file_in_its_code():
+    assert result_reading_blocks(sorted((ROOT / "docs").rglob("*.md")), ROOT) == []
+
+
+def test_a_block_reading_a_result_file_is_found(tmp_path):
+    """The guard on a page as a contributor writes it: the kv-heads page's old block."""
+    page = tmp_path / "docs" / "lesson.md"
+    page.parent.mkdir()
+    page.write_text(
+        "# A lesson\n\n```python\nimport json\n\nfrom lab.kv_heads_recall import RESULT_FILE\n\n"
+        "data = json.loads(RESULT_FILE.read_text())\nprint(data['variants'])\n```\n\n"
+        "```python\nimport json\n\nprint(json.dumps({'a': 1}))\n```\n\n"
+        "```bash\npython -m lab.kv_heads_recall    # writes docs/assets/results/x.json\n```\n",
+        encoding="utf-8",
+    )
+    assert result_reading_blocks([page], tmp_path) == [
+        "docs/lesson.md:3: 'RESULT_FILE' (render it: <!-- result: ... -->)"
+    ]
