@@ -13,11 +13,7 @@ from pathlib import Path
 
 from tests.browser import js
 from tests.browser.fit import check_desktop_code_fit  # noqa: F401
-from tests.browser.structure import (  # noqa: F401
-    check_diagram_boxes,
-    check_headings,
-    check_table_columns,
-)
+from tests.browser.structure import *  # noqa: F403 (its __all__: the structure checks)
 from tests.browser.visit import DESKTOP, PHONE, Visit
 
 AXE = Path(__file__).resolve().parent.parent / "vendor" / "axe-core" / "axe.min.js"

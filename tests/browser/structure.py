@@ -4,6 +4,8 @@ where the other checks are)."""
 
 from tests.browser import js
 
+__all__ = ["check_headings", "check_diagram_boxes", "check_table_columns"]
+
 
 def check_headings(page) -> list[str]:
     """The article's headings hold together: exactly one h1, no level skipped on the way

@@ -415,14 +415,11 @@ def test_mermaid_loads_only_when_a_diagram_comes_near(site_report):
 
 def test_no_layout_shift(site_report):
     """Math arrives typeset and each diagram's box is reserved before it is drawn, so nothing
-    reflows: cumulative layout shift <= 0.01 on every page, scrolling through included."""
+    reflows: cumulative layout shift <= 0.01 on every page, scrolling through included; and
+    what a slow load would shift, which a load here seldom shows: an API table's columns
+    depend neither on its rows nor on Material's wrapping ("table columns")."""
     shifted = [f"{r['page']}: CLS {r['cls']:.3f}" for r in site_report if r["cls"] > 0.01]
     assert not shifted
-
-
-def test_api_tables_keep_their_columns(site_report):
-    """What a slow load would shift, measured on the loaded page (the load itself seldom
-    shows it): an API table's columns do not depend on its rows or on Material's wrapping."""
     _assert_clean(site_report, "table columns")
 
 
