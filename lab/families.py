@@ -252,7 +252,8 @@ NO_ROW = {
     "glm_moe_dsa": "its config's defaults give GLM-5's sizes, not its RoPE scaling",
     "kimi_k25": "its config's text config is a DeepseekV3Config with DeepSeek-V3's defaults, "
     "and its docstring names another checkpoint, Kimi-K2.6",
-    "deepseek_v4": "its compressed layers' cache is counted on the page, from its defaults",
+    "deepseek_v4": "its compressed layers hold a window and pooled entries, which the table's "
+    "per-token count does not model (its section counts them, from its defaults)",
     "glm5_next_text": "its config's defaults name GLM-5.3-Flash, whose config.json is not at hand",
     # The Mamba2 hybrids: no published config.json at hand, and their defaults describe
     # no checkpoint; their Mamba2 state per layer is counted on the page (mamba2_state_bytes).
