@@ -194,21 +194,6 @@ def table(data: dict) -> str:
     return "\n".join(lines)
 
 
-def below_from(data: dict, lower: str, upper: str) -> int | None:
-    """The fewest pairs from which on every seed of `lower` recalls less than every seed
-    of `upper`, at each number of pairs scored; None if there are none."""
-    pairs = data["settings"]["eval_pairs"]
-    runs = data["variants"]
-
-    def below(p):
-        return max(runs[lower]["recall"][str(p)]) < min(runs[upper]["recall"][str(p)])
-
-    for i, p in enumerate(pairs):
-        if all(below(q) for q in pairs[i:]):
-            return p
-    return None
-
-
 def separated(data: dict) -> list[tuple[str, str, int]]:
     """Every (lower, upper, pairs) where all seeds of `lower` recall less than all seeds
     of `upper`: the differences the seeds let one call an effect."""
@@ -220,6 +205,14 @@ def separated(data: dict) -> list[tuple[str, str, int]]:
         for b in runs
         if a != b and max(runs[a]["recall"][str(p)]) < min(runs[b]["recall"][str(p)])
     ]
+
+
+def below_from(data: dict, lower: str, upper: str) -> int | None:
+    """The fewest pairs from which on every seed of `lower` recalls less than every seed
+    of `upper`, at each number of pairs scored; None if there are none."""
+    pairs = data["settings"]["eval_pairs"]
+    below = {p for a, b, p in separated(data) if (a, b) == (lower, upper)}
+    return next((p for i, p in enumerate(pairs) if below >= set(pairs[i:])), None)
 
 
 def recall_figure(data: dict):

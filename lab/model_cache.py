@@ -141,11 +141,15 @@ def trained_mqar(run: MqarRun) -> tuple[GPT, list[float]]:
     return _cached(mqar_name(run), run, build, train_mqar)
 
 
+def kv_heads_name(run: MqarRun) -> str:
+    """The cache's name of a kv-heads model (lab/kv_heads_models.py): "kv-heads-mqar-..."."""
+    return f"kv-heads-{mqar_name(run)}"
+
+
 def trained_kv_heads(run: MqarRun) -> tuple[GPT, list[float]]:
-    """A kv-heads model (lab/kv_heads_models.py) trained by lab.mqar's recipe, once per
-    version of the code: "kv-heads-mqar-..." in the cache."""
+    """A kv-heads model trained by lab.mqar's recipe, once per version of the code."""
     make = kv_heads_models.build
-    return _cached(f"kv-heads-{mqar_name(run)}", run, make, lambda r: train_mqar(r, make=make))
+    return _cached(kv_heads_name(run), run, make, lambda r: train_mqar(r, make=make))
 
 
 def committed_runs() -> dict[str, object]:
@@ -153,7 +157,7 @@ def committed_runs() -> dict[str, object]:
     runs = {"induction": InductionConfig(), "char-gpt": CharGPTConfig()}
     for variant in kv_heads_models.CACHED:
         run = kv_heads_models.run_of(variant)
-        runs[f"kv-heads-{mqar_name(run)}"] = run
+        runs[kv_heads_name(run)] = run
     for variant in BLOCKS_CACHED:
         runs[mqar_name(blocks_run(variant))] = blocks_run(variant)
     return runs

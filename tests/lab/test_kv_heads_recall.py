@@ -42,7 +42,7 @@ def test_the_variants_differ_only_in_their_key_value_heads():
 
 
 def test_mla_normalises_its_latent_and_its_cache_keeps_the_normalised_one():
-    """lab.mqar.build puts DeepSeek-V2's RMSNorm after MLA's down-projection; the
+    """lab.kv_heads_models.build puts DeepSeek-V2's RMSNorm after MLA's down-projection; the
     cached (absorbed) path reads the same latents as the whole forward pass."""
     torch.manual_seed(0)
     model = build(run_of("MLA"))
