@@ -30,6 +30,7 @@ from lab.paths import RESULTS_DIR
 from snippets.configurable import AttentionSpec, ConfigurableAttention
 from snippets.induction import repeated_tokens
 from snippets.rope_scaling import RopeSpec
+from snippets.train import fit, lr_at
 
 SCHEMA = "attention-guide/context-extension/1"
 RESULT_FILE = RESULTS_DIR / "context-extension.json"
@@ -85,11 +86,15 @@ class RopeModel(nn.Module):
         for layer in self.layers:
             layer.spec = dataclasses.replace(layer.spec, rope=rope)
 
-    def forward(self, idx):
+    def forward(self, idx, targets=None):
+        """(logits, the loss on targets or None), as the guide's GPT returns them."""
         x = self.emb(idx)
         for norm, layer in zip(self.norms[:-1], self.layers, strict=True):
             x = x + layer(norm(x))
-        return self.head(self.norms[-1](x))
+        logits = self.head(self.norms[-1](x))
+        if targets is None:
+            return logits, None
+        return logits, F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1))
 
 
 def rope_for(rule: str, s: Setup, factor: int) -> RopeSpec:
@@ -106,12 +111,12 @@ def batch(s: Setup, length: int, n: int, generator) -> torch.Tensor:
     return repeated_tokens(n, length + 1, s.vocab_size, length // 8, length // 2, generator)
 
 
-def loss_on(model, rows: torch.Tensor, second_half: bool) -> torch.Tensor:
+def second_half_loss(model, rows: torch.Tensor) -> torch.Tensor:
+    """The loss on the second half of each row, where every token can be copied."""
     x, y = rows[:, :-1], rows[:, 1:]
-    logits = model(x)
-    if second_half:
-        half = x.size(1) // 2
-        logits, y = logits[:, half:], y[:, half:]
+    logits, _ = model(x)
+    half = x.size(1) // 2
+    logits, y = logits[:, half:], y[:, half:]
     return F.cross_entropy(logits.reshape(-1, logits.size(-1)), y.reshape(-1))
 
 
@@ -119,18 +124,21 @@ def train(model, s: Setup, length: int, steps: int, lr: float, seed: int) -> Non
     generator = torch.Generator().manual_seed(seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     model.train()
-    for _ in range(steps):
-        loss = loss_on(model, batch(s, length, s.batch_size, generator), second_half=False)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
+
+    def rows():
+        idx = batch(s, length, s.batch_size, generator)
+        return [(idx[:, :-1], idx[:, 1:])]
+
+    # A constant rate (lr_at with min_lr = lr and no warm-up) and no clipping.
+    for _ in fit(model, optimizer, rows, lambda i: lr_at(i, lr, lr, 0, steps), range(steps), 0.0):
+        pass
     model.eval()
 
 
 @torch.no_grad()
 def evaluate(model, s: Setup, length: int) -> float:
     generator = torch.Generator().manual_seed(s.seed + 1000 + length)  # same rows for all
-    return round(loss_on(model, batch(s, length, s.eval_rows, generator), True).item(), 4)
+    return round(second_half_loss(model, batch(s, length, s.eval_rows, generator)).item(), 4)
 
 
 def run(s: Setup, header: dict) -> dict:

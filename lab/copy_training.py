@@ -31,7 +31,7 @@ from snippets.induction import induction_scores, uniform_induction_score
 from snippets.model import GPT, GPTConfig
 from snippets.positions import WITHOUT_TABLE
 from snippets.tasks import copy_targets, repeated_tokens
-from snippets.train import lr_at, make_optimizer, train_step
+from snippets.train import fit, lr_at, make_optimizer
 
 FACTORS = (1, 2, 4)  # evaluation lengths, in multiples of the training length
 PREVIOUS_THRESHOLD = 0.3  # a previous-token head: 0.3 of its look-back on t - 1
@@ -169,35 +169,34 @@ def train_one(setup: Setup, position: str, seed: int) -> tuple[dict, GPT]:
     probe = rows(setup, 32, T, seed=1001, period=setup.probe_period)
     start = time.process_time()
     curve = []
-    for step in range(setup.steps + 1):
-        if step % setup.every == 0:  # measured before this step: step 0 is the start
-            model.eval()
-            score = copy_loss(model, held_out)
-            previous, induction = head_scores(model, probe, setup.probe_period)
-            model.train()
-            curve.append(
-                {
-                    "step": step,
-                    "loss_copies": round(score["loss"], 4),
-                    "loss_all": round(score["loss_all"], 4),
-                    "previous": previous,
-                    "induction": induction,
-                }
-            )
-        if step == setup.steps:
-            break
-        lr = lr_at(step, setup.lr, setup.min_lr, setup.warmup_steps, setup.steps)
-        for group in optimizer.param_groups:
-            group["lr"] = lr
-        batch = repeated_tokens(
-            setup.batch_size,
-            T + 1,
-            setup.vocab_size,
-            setup.min_period,
-            setup.max_period,
-            generator,
+
+    def measure(step: int) -> None:  # after `step` steps: step 0 is the start
+        model.eval()
+        score = copy_loss(model, held_out)
+        previous, induction = head_scores(model, probe, setup.probe_period)
+        model.train()
+        curve.append(
+            {
+                "step": step,
+                "loss_copies": round(score["loss"], 4),
+                "loss_all": round(score["loss_all"], 4),
+                "previous": previous,
+                "induction": induction,
+            }
         )
-        train_step(model, optimizer, [(batch[:, :-1], batch[:, 1:])], 1.0)
+
+    def batch():
+        periods = (setup.min_period, setup.max_period)
+        rows = repeated_tokens(setup.batch_size, T + 1, setup.vocab_size, *periods, generator)
+        return [(rows[:, :-1], rows[:, 1:])]
+
+    schedule = (setup.lr, setup.min_lr, setup.warmup_steps, setup.steps)
+    measure(0)
+    for step, *_ in fit(
+        model, optimizer, batch, lambda i: lr_at(i, *schedule), range(setup.steps), 1.0
+    ):
+        if step % setup.every == 0:
+            measure(step)
     model.eval()
     row = {
         "position": position,

@@ -24,7 +24,7 @@ from snippets.generate import KVCache, generate
 from snippets.kv_heads import kv_cache_bytes
 from snippets.measure import time_interleaved
 from snippets.model import GPT, GPTConfig, parameter_count
-from snippets.train import TrainConfig, evaluate, lr_at, make_optimizer, train_step
+from snippets.train import TrainConfig, evaluate, fit, lr_at, make_optimizer
 from snippets.train_data import (
     MARKOV,
     load_corpus,
@@ -76,12 +76,12 @@ def train_one(train: TrainConfig, config: GPTConfig, corpus, val) -> tuple[GPT, 
     model = GPT(config)
     optimizer = make_optimizer(model, train.lr, train.weight_decay, train.beta2, train.adamw)
     batches = torch.Generator().manual_seed(train.seed)  # same windows per variant
-    for step in range(train.steps):
-        lr = lr_at(step, train.lr, train.min_lr, train.warmup_steps, train.steps)
-        for group in optimizer.param_groups:
-            group["lr"] = lr
-        pieces = micro_batches(corpus.train, train, batches)
-        train_step(model, optimizer, pieces, train.grad_clip)
+    schedule = (train.lr, train.min_lr, train.warmup_steps, train.steps)
+    for _ in fit(
+        model, optimizer, lambda: micro_batches(corpus.train, train, batches),
+        lambda i: lr_at(i, *schedule), range(train.steps), train.grad_clip,
+    ):  # fmt: skip
+        pass
     loss = evaluate(model, *val, train.batch_size)
     return model.eval(), loss
 

@@ -5,7 +5,7 @@ sits on a plateau until an induction head forms, then drops (Olsson et al. 2022)
     python -m lab.optimization --quick    # seconds: the suite's run (test-artifacts/)
 
 The model is the guide's GPT (learned positions, snippets/model.py, its own
-initialisation) trained with the page's loop (make_optimizer, lr_at, train_step)
+initialisation) trained with the page's loop (make_optimizer, lr_at, fit)
 on rows of a repeated random segment (snippets/tasks.py), three seeds. Every few
 steps, on held-out rows: the loss over all targets beside its floor (copy_floor:
 the first segment is random and costs, the repeats cost nothing), the loss on the

@@ -19,7 +19,7 @@ import torch
 from lab import model_cache
 from snippets.model import GPT, GPTConfig
 from snippets.tasks import backcopy_chain, bigram_backcopy
-from snippets.train import lr_at, make_optimizer, train_step
+from snippets.train import fit, lr_at, make_optimizer
 
 MODELS = {  # name -> GPTConfig fields
     "plain": {},
@@ -82,12 +82,14 @@ def train_one(setup: Setup, name: str, seed: int) -> GPT:
     optimizer = make_optimizer(model, setup.lr, setup.weight_decay)
     generator = torch.Generator().manual_seed(seed)  # the same batches
     W = setup.context_length
-    for step in range(setup.steps):
-        lr = lr_at(step, setup.lr, setup.lr / 10, setup.warmup_steps, setup.steps)
-        for group in optimizer.param_groups:
-            group["lr"] = lr
+
+    def windows():
         idx = bigram_backcopy(setup.batch_size, W + 1, transitions, setup.n_triggers, generator)
-        train_step(model, optimizer, [(idx[:, :-1], idx[:, 1:])], grad_clip=1.0)
+        return [(idx[:, :-1], idx[:, 1:])]
+
+    schedule = (setup.lr, setup.lr / 10, setup.warmup_steps, setup.steps)
+    for _ in fit(model, optimizer, windows, lambda i: lr_at(i, *schedule), range(setup.steps), 1.0):
+        pass
     return model.eval()
 
 

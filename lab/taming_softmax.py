@@ -32,7 +32,7 @@ from snippets.measure import time_interleaved
 from snippets.model import GPT, GPTConfig
 from snippets.positions import apply_position
 from snippets.taming import TamedAttention, soft_cap_score_mod
-from snippets.train import lr_at, train_step
+from snippets.train import fit, lr_at
 
 GROWTH_FILE = RESULTS_DIR / "taming-growth.json"
 GROWTH_PLOT = RESULTS_DIR / "taming-growth.svg"
@@ -108,13 +108,14 @@ def train_one(setup: Growth, variant: str, lr: float) -> dict:
     T, V = setup.context_length, setup.vocab_size
     periods = (setup.min_period, setup.max_period)
     started = time.process_time()
-    losses = []
-    for step in range(setup.steps):
-        for group in optimizer.param_groups:
-            group["lr"] = lr_at(step, lr, lr / 10, setup.warmup_steps, setup.steps)
+
+    def rows():
         idx = repeated_tokens(setup.batch_size, T + 1, V, *periods, generator)
-        loss, _ = train_step(model, optimizer, [(idx[:, :-1], idx[:, 1:])], grad_clip=1.0)
-        losses.append(loss)
+        return [(idx[:, :-1], idx[:, 1:])]
+
+    schedule = (lr, lr / 10, setup.warmup_steps, setup.steps)
+    steps = fit(model, optimizer, rows, lambda i: lr_at(i, *schedule), range(setup.steps), 1.0)
+    losses = [loss for _, _, loss, _ in steps]
     held_out = torch.Generator().manual_seed(setup.seed + 1)
     idx = repeated_tokens(setup.eval_batch, T + 1, V, *periods, held_out)
     model.eval()

@@ -1,10 +1,12 @@
 """Training the guide's GPT on a CPU: AdamW, a schedule, clipping, accumulation,
-checkpoints that resume exactly, and the same loop on several processes.
+the one loop the experiments train with, runs that resume exactly, and the same
+loop on several processes.
 
-Needs torch, snippets/model.py and snippets/train_data.py (the corpus and the
-batches). The command line (a progress bar, the loss plot, the throughput
-benchmark) is lab/train.py: `python -m lab.train --help`. Shape letters: B batch,
-T sequence length.
+Needs torch, snippets/model.py, snippets/train_data.py (the corpus and the
+batches) and snippets/checkpoint.py (the atomic save, the resume check). The
+command line (a progress bar, the loss plot, the throughput benchmark) is
+lab/train.py: `python -m lab.train --help`. Shape letters: B batch, T sequence
+length.
 """
 
 # --8<-- [start:imports]
@@ -12,9 +14,8 @@ import contextlib
 import dataclasses
 import json
 import math
-import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import torch
@@ -22,6 +23,12 @@ import torch.distributed as dist
 import torch.nn as nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
+from snippets.checkpoint import (
+    CHECKPOINT,
+    HISTORY,
+    check_same_config,
+    save_checkpoint,
+)
 from snippets.model import GPT, GPTConfig
 from snippets.train_data import (
     Corpus,
@@ -39,13 +46,10 @@ __all__ = [
     "make_optimizer",
     "lr_at",
     "train_step",
+    "fit",
     "evaluate",
-    "save_checkpoint",
     "train",
 ]
-
-CHECKPOINT = "ckpt.pt"  # the files a run writes into its out folder
-HISTORY = "history.json"
 
 
 # --8<-- [start:config]
@@ -242,6 +246,35 @@ def train_step(
 # --8<-- [end:train_step]
 
 
+# --8<-- [start:fit]
+Batches = list[tuple[torch.Tensor, torch.Tensor]]  # one step's micro-batches
+
+
+def fit(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    next_batches: Callable[[], Batches],
+    schedule: Callable[[int], float],
+    steps: range,
+    grad_clip: float,
+) -> Iterator[tuple[int, float, float, float]]:
+    """The training loop: every step of `steps` sets schedule(step) as the
+    learning rate, draws next_batches() and takes train_step.
+
+    After each step it yields (steps done, lr, loss, gradient norm), so that a
+    caller logs, validates or checkpoints between steps in its own for loop.
+    """
+    for step in steps:
+        lr = schedule(step)
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        loss, norm = train_step(model, optimizer, next_batches(), grad_clip)
+        yield step + 1, lr, loss, norm
+
+
+# --8<-- [end:fit]
+
+
 # --8<-- [start:evaluate]
 @torch.no_grad()
 def evaluate(
@@ -266,26 +299,6 @@ def evaluate(
 
 
 # --8<-- [end:evaluate]
-
-
-# --8<-- [start:checkpoint]
-def save_checkpoint(state: dict, path: Path) -> None:
-    """torch.save to a temporary file, then rename it over the checkpoint.
-
-    os.replace is atomic: whoever reads path, a resumed run after a crash or a
-    Ctrl-C in the middle of a save, finds the old checkpoint or the new one,
-    never half of one.
-    """
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        torch.save(state, f)
-        f.flush()
-        os.fsync(f.fileno())  # the bytes on disk before the name points at them
-    os.replace(tmp, path)
-
-
-# --8<-- [end:checkpoint]
 
 
 def _distributed() -> tuple[int, int]:
@@ -347,7 +360,7 @@ def train(
     path = out / CHECKPOINT
     if resume and path.exists():
         state = torch.load(path, weights_only=True)
-        _check_same_config(state["config"], config)
+        check_same_config(state["config"], config)
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         batches.set_state(state["batch_rng"])
@@ -394,16 +407,17 @@ def train(
         history["records"].append(
             {"step": 0, "seconds": 0.0, "val_loss": round(val, 5)}
         )
-    while step < last:
-        lr = lr_at(
-            step, config.lr, config.min_lr, config.warmup_steps, config.steps
-        )
-        for group in optimizer.param_groups:
-            group["lr"] = lr
-        pieces = micro_batches(corpus.train, config, batches, rank, world_size)
-        loss, norm = train_step(stepper, optimizer, pieces, config.grad_clip)
+    schedule = (config.lr, config.min_lr, config.warmup_steps, config.steps)
+    steps = fit(
+        stepper,
+        optimizer,
+        lambda: micro_batches(corpus.train, config, batches, rank, world_size),
+        lambda i: lr_at(i, *schedule),
+        range(step, last),  # the steps still to take
+        config.grad_clip,
+    )
+    for step, lr, loss, norm in steps:  # step: the steps done
         losses.append(loss)
-        step += 1
         seconds = time.perf_counter() - started  # this run and the ones resumed
         tokens_per_s = (step - first) * tokens_per_step / (seconds - first_seconds)
         if rank == 0 and on_step is not None:
@@ -448,21 +462,3 @@ def _new_history(
         "resumed_at": [],
         "records": [],
     }
-
-
-# Fields that may change between a run and its resumption: none of them changes
-# what the run computes.
-RESUMABLE = ("compile",)
-
-
-def _check_same_config(saved: dict, config: TrainConfig) -> None:
-    """A resumed run must compute what the interrupted one would have."""
-    for name, value in dataclasses.asdict(config).items():
-        if name not in RESUMABLE and saved.get(name) != value:
-            raise ValueError(
-                f"cannot resume: the checkpoint was made with {name}="
-                f"{saved.get(name)!r}, this run has {name}={value!r}"
-            )
-
-
-# ------------------------------------------------------------------ throughput

@@ -1,7 +1,8 @@
 """The layout rules: snippets/ holds what pages show, readable in one sitting, needing only torch
 and the standard library; everything else (commands, plots, caches) is in lab/; the modules of
 snippets/, lab/ and hooks/ import each other in no circle; tests/ mirrors the code; and no
-project Python file holds so much that it does more than one job (MAX_FILE_LINES)."""
+project Python file holds so much that it does more than one job (MAX_FILE_LINES); and lab/
+trains only through snippets.train's one loop."""
 
 import ast
 import sys
@@ -142,3 +143,60 @@ def test_project_python_files_are_at_most_500_lines(path):
     assert lines <= MAX_FILE_LINES, (
         f"{path.relative_to(ROOT)}: {lines} lines (at most {MAX_FILE_LINES}); split it by job"
     )
+
+
+# What a lab module may call although it looks like training, and why.
+NOT_TRAINING = {
+    ("taming_softmax.py", "backward"): "times a layer's forward and backward; trains nothing",
+}
+
+
+def training_steps(source: str) -> list[str]:
+    """Where a module steps an optimizer itself: train_step() or .backward() called, an
+    optimizer's .step(), a learning rate written into a parameter group."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            stepped = name == "step" and "optim" in ast.unparse(getattr(func, "value", func))
+            if name in ("train_step", "backward") or stepped:
+                found.append((name, node.lineno))
+        elif (
+            isinstance(node, ast.Subscript)
+            and isinstance(node.ctx, ast.Store)
+            and isinstance(node.slice, ast.Constant)
+            and node.slice.value == "lr"
+        ):
+            found.append(('["lr"] =', node.lineno))
+    return sorted(found, key=lambda item: item[1])
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "lab").glob("*.py")), ids=lambda p: p.name)
+def test_lab_trains_only_through_the_one_loop(path):
+    # Experiments differ in their data and setup, not in loops: each trains with
+    # snippets.train.fit (the learning rate set, the step taken, the next batch drawn).
+    found = [
+        f"{name} (line {line})"
+        for name, line in training_steps(path.read_text(encoding="utf-8"))
+        if (path.name, name.strip('[]"= ')) not in NOT_TRAINING
+    ]
+    assert not found, (
+        f"lab/{path.name} steps an optimizer itself: {', '.join(found)}; train with "
+        "snippets.train.fit, passing the batches and the schedule"
+    )
+
+
+def test_the_loop_finder_finds_a_hand_written_loop():
+    loop = (
+        "for step in range(9):\n"
+        "    for group in optimizer.param_groups:\n"
+        "        group['lr'] = lr_at(step)\n"
+        "    loss = model(x)\n"
+        "    loss.backward()\n"
+        "    optimizer.step()\n"
+    )
+    assert training_steps(loop) == [('["lr"] =', 3), ("backward", 5), ("step", 6)]
+    assert training_steps("train_step(model, opt, batches, 1.0)\nscheduler.step()\n") == [
+        ("train_step", 1)
+    ]

@@ -10,15 +10,15 @@ import pytest
 import torch
 from torch.testing import assert_close
 
-from snippets import train as train_module
+from snippets.checkpoint import save_checkpoint
 from snippets.model import GPT, GPTConfig
 from snippets.train import (
     CHECKPOINT,
     TrainConfig,
+    fit,
     lr_at,
     make_optimizer,
     param_groups,
-    save_checkpoint,
     train,
     train_step,
 )
@@ -201,6 +201,56 @@ def test_gradient_clipping_bounds_the_norm_and_reports_it_before():
     assert clipped.item() == pytest.approx(unclipped / 10, rel=1e-4)
 
 
+# --- the loop ---------------------------------------------------------------------------------
+
+
+def test_fit_takes_each_step_at_its_scheduled_rate_and_yields_what_train_step_returned():
+    # fit against the loop written out: the rate each step ran at, its loss and norm,
+    # and the weights after, bitwise.
+    rows = [(ids(4, 16, seed=s), ids(4, 16, seed=s + 100)) for s in range(5)]
+    schedule = [3e-3, 1e-3, 0.0, 2e-3, 5e-4]
+    by_hand, looped = model(), model()
+    optimizer = make_optimizer(by_hand, 1.0, 0.1, adamw="for-loop")
+    expected = []
+    for step in range(1, 5):  # a run resumed after step 0: steps 1 to 4
+        for group in optimizer.param_groups:
+            group["lr"] = schedule[step]
+        loss, norm = train_step(by_hand, optimizer, [rows[step]], 1.0)
+        expected.append((step + 1, schedule[step], loss, norm))
+    batches = iter(rows[1:])
+    optimizer = make_optimizer(looped, 1.0, 0.1, adamw="for-loop")
+    seen = []
+
+    def rate(step):
+        seen.append(step)
+        return schedule[step]
+
+    got = list(fit(looped, optimizer, lambda: [next(batches)], rate, range(1, 5), 1.0))
+    assert seen == [1, 2, 3, 4]
+    assert got == expected
+    for a, b in zip(looped.parameters(), by_hand.parameters(), strict=True):
+        assert torch.equal(a, b)
+
+
+def test_fit_is_lazy_a_step_is_taken_only_when_asked_for():
+    # A caller validates or checkpoints between steps: the next batch must not be drawn
+    # (nor the weights moved) before the caller asks for the next step.
+    m = model()
+    before = [p.detach().clone() for p in m.parameters()]
+    drawn = []
+
+    def batches():
+        drawn.append(1)
+        return [(ids(4, 16), ids(4, 16, seed=2))]
+
+    steps = fit(m, make_optimizer(m, 1e-3, 0.0), batches, lambda i: 1e-3, range(3), 1.0)
+    unmoved = [torch.equal(a, b) for a, b in zip(before, m.parameters(), strict=True)]
+    assert drawn == [] and all(unmoved)
+    next(steps)
+    moved = [not torch.equal(a, b) for a, b in zip(before, m.parameters(), strict=True)]
+    assert drawn == [1] and any(moved)
+
+
 def test_whole_runs_with_and_without_accumulation_agree(tmp_path):
     one = train(TINY, tmp_path / "one")
     four = train(dataclasses.replace(TINY, grad_accum=4), tmp_path / "four")
@@ -213,25 +263,6 @@ def test_whole_runs_with_and_without_accumulation_agree(tmp_path):
 
 
 # --- checkpoints ------------------------------------------------------------------------------
-
-
-def test_save_checkpoint_is_atomic(tmp_path, monkeypatch):
-    path = tmp_path / "ckpt.pt"
-    save_checkpoint({"step": 1}, path)
-    assert torch.load(path, weights_only=True) == {"step": 1}
-
-    def crash(state, f):  # a save that dies half-way, as a kill or a full disk would
-        f.write(b"half a checkpoint")
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(train_module.torch, "save", crash)
-    with pytest.raises(KeyboardInterrupt):
-        save_checkpoint({"step": 2}, path)
-    assert torch.load(path, weights_only=True) == {"step": 1}  # the old one, whole
-    monkeypatch.undo()
-    save_checkpoint({"step": 3}, path)  # the leftover temporary file is overwritten
-    assert torch.load(path, weights_only=True) == {"step": 3}
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt.pt"]
 
 
 # Dropout on: the resumed run must also restore the dropout masks' random stream.
