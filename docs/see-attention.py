@@ -38,7 +38,7 @@ from IPython.display import HTML, display
 
 from lab.model_cache import trained_char_gpt, trained_induction
 from lab.see_attention import heatmap, letters, mask_image
-from lab.style import inline_svg, legible_font_size, pyplot
+from lab.shared.style import inline_svg, legible_font_size, pyplot
 from snippets.char_gpt import CharGPTConfig, gpt_attention
 from snippets.induction import (
     AttentionOnly,
@@ -54,9 +54,9 @@ from snippets.masks import attention_mask
 torch.set_num_threads(1)
 
 # %% [markdown]
-# The figures are drawn in the site's one plotting style (`lab/style.py`): SVG
-# with a transparent background, text and axes in a grey that reads on the light
-# and on the dark scheme alike, put inside the page. Each is 5 inches wide, with
+# The figures are drawn in the site's one plotting style: SVG with a transparent
+# background, text and axes in a grey that reads on the light and on the dark
+# scheme alike, put inside the page. Each is 5 inches wide, with
 # its text large enough to stay readable when a phone shrinks it to its screen.
 
 # %%

@@ -7,7 +7,7 @@
   kept in .cache/explorer/ under the notebooks' code fingerprint (hooks/notebook_cache.py),
   so a build whose code did not change imports no torch at all.
 - on_post_build also writes assets/live/, the char GPT the explorer runs in the reader's
-  browser (lab/live_model.py: its snippets.train checkpoint, a manifest and its float32
+  browser (lab/recipes/live_model.py: its snippets.train checkpoint, a manifest and its float32
   weights), kept in .cache/live/ under the same fingerprint.
 """
 
@@ -19,14 +19,14 @@ from pathlib import Path
 from mkdocs.utils import get_relative_url
 
 from hooks.notebook_cache import code_fingerprint, keep_only, notebooks
-from lab import fingerprint
-from lab.common import CACHE, ROOT, atomic_write
+from lab.shared import fingerprint
+from lab.shared.common import CACHE, ROOT, atomic_write
 
 JSON_URI = "assets/attention-explorer.json"
 SCRIPT_URI = "assets/javascripts/attention-explorer.js"
 STYLE_URI = "assets/stylesheets/attention-explorer.css"
 LIVE_URI = "assets/live"
-LIVE_MODEL = ROOT / "lab" / "live_model.py"  # what the live model's files are made by
+LIVE_MODEL = ROOT / "lab" / "recipes" / "live_model.py"  # what the live model's files are made by
 _state = {}
 
 
@@ -69,12 +69,12 @@ def explorer_json(key: str) -> Path:
 
 
 def live_files(key: str) -> Path:
-    """The folder of the page's live model (lab/live_model.py) for this version of the code,
+    """The folder of the page's live model (lab/recipes/live_model.py) for this version of the code,
     made if not kept already."""
     kept = CACHE / "live" / key
     if kept.is_dir():
         return kept
-    from lab import live_model
+    from lab.recipes import live_model
 
     tmp = kept.parent / f"{key}.tmp"  # keep_only leaves another build's .tmp alone
     shutil.rmtree(tmp, ignore_errors=True)

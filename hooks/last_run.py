@@ -8,7 +8,7 @@ builds the site, so the published note is that run's.
 import json
 from pathlib import Path
 
-from lab.paths import LAST_RUN  # where the page harness writes the record
+from lab.shared.paths import LAST_RUN  # where the page harness writes the record
 
 
 def on_page_markdown(markdown, page, config, files):

@@ -10,8 +10,8 @@ from importlib.metadata import version
 from pathlib import Path
 
 # Both stdlib only, no torch: a build whose code did not change imports no torch at all.
-from lab import fingerprint
-from lab.common import CACHE, ROOT
+from lab.shared import fingerprint
+from lab.shared.common import CACHE, ROOT
 
 NOTEBOOK_SUFFIXES = (".py", ".ipynb")
 # The explorer's data (hooks/explorer_data.py) comes from the models the notebook trains.

@@ -11,7 +11,7 @@ when the kernel stops.
 import json
 import os
 
-from lab.common import CACHE
+from lab.shared.common import CACHE
 
 FOLDER = CACHE / "jupyter"
 

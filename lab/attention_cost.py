@@ -7,14 +7,14 @@
 `attention` prints tables and writes a JSON result file and two SVG plots;
 `overhead` prints a table and writes a JSON result file. The implementations are
 in snippets/attention_cost.py, the instruments in snippets/measure.py; the runners
-in lab/attention_cost_runs.py, the tables and figures in lab/attention_cost_tables.py.
+in lab/parts/attention_cost_runs.py, the tables and figures in lab/parts/attention_cost_tables.py.
 Shape letters: B batch, T sequence length, C channels, H heads, D head size.
 """
 
 import time
 
-from lab.attention_cost_runs import run_attention, run_overhead
-from lab.attention_cost_tables import (
+from lab.parts.attention_cost_runs import run_attention, run_overhead
+from lab.parts.attention_cost_tables import (
     compile_table,
     describe_run,
     describe_settings,
@@ -24,8 +24,8 @@ from lab.attention_cost_tables import (
     plots,
     time_table,
 )
-from lab.common import note_load_after
-from lab.experiment import Command, int_list, progress
+from lab.shared.common import note_load_after
+from lab.shared.experiment import Command, int_list, progress
 from snippets.measure import MAX_WAITED
 
 SCHEMA = "attention-guide/attention-cost/1"

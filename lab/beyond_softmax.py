@@ -11,7 +11,7 @@ attention on each query's top_k = 64 keys (gathered: O(T * top_k)), with the lig
 indexer that picks them (its scores are O(T^2)) timed apart; CPU time (it does not count
 waiting for a core on a busy machine) and peak tensor memory.
 
-recall: lab/beyond_softmax_recall.py (softmax, linear-only and hybrid GPTs on MQAR).
+recall: lab/parts/beyond_softmax_recall.py (softmax, linear-only and hybrid GPTs on MQAR).
 """
 
 import argparse
@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from lab.common import (
+from lab.shared.common import (
     ARTIFACTS,
     RESULTS_DIR,
     command_line,
@@ -30,7 +30,7 @@ from lab.common import (
     result_header,
     write_json,
 )
-from lab.experiment import progress
+from lab.shared.experiment import progress
 from snippets.kv_heads import kv_cache_bytes
 from snippets.linear_attention import gated_delta_chunked, state_bytes
 from snippets.measure import peak_memory, time_interleaved
@@ -190,8 +190,8 @@ def state_table(token_counts=(1024, 8192, 65536, 262144)) -> str:
 
 def cost_figure(data: dict):
     """CPU ms (top) and peak MiB (bottom) against T, log-log, with T and T^2 guides:
-    stacked, so that the figure is lab.style's width and its text legible on a phone."""
-    from lab.style import COLORS, FIGURE_WIDTH, growth_axes, pyplot
+    stacked, so that the figure is lab.shared.style's width and its text legible on a phone."""
+    from lab.shared.style import COLORS, FIGURE_WIDTH, growth_axes, pyplot
 
     plt = pyplot(FIGURE_WIDTH)
     seq_lens = data["settings"]["seq_lens"]
@@ -233,10 +233,11 @@ def cost_figure(data: dict):
 
 def state_figure():
     """MiB one layer carries against T: the fixed linear state, the growing KV cache.
-    lab.style's width, with plain tick labels, so that its text is still 10 CSS px on a phone."""
+    lab.shared.style's width, with plain tick labels, so that its text is still 10 CSS px
+    on a phone."""
     from matplotlib.ticker import FuncFormatter
 
-    from lab.style import COLORS, FIGURE_WIDTH, INK, pyplot
+    from lab.shared.style import COLORS, FIGURE_WIDTH, INK, pyplot
 
     plt = pyplot(FIGURE_WIDTH)
     tokens = [2**i for i in range(8, 19)]
@@ -267,7 +268,7 @@ def figures() -> dict:
     """Each committed figure's path -> a function drawing it from committed data."""
     import json
 
-    from lab.beyond_softmax_recall import RECALL_FIGURE, RECALL_FILE, recall_figure
+    from lab.parts.beyond_softmax_recall import RECALL_FIGURE, RECALL_FILE, recall_figure
 
     def load(path: Path) -> dict:
         return json.loads(path.read_text(encoding="utf-8"))
@@ -280,8 +281,8 @@ def figures() -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from lab import beyond_softmax_recall as recall
-    from lab.style import save_svg
+    from lab.parts import beyond_softmax_recall as recall
+    from lab.shared.style import save_svg
 
     p = argparse.ArgumentParser(
         prog="python -m lab.beyond_softmax", description=__doc__.split("\n\n")[0]
@@ -333,7 +334,7 @@ if __name__ == "__main__":
 
 def cost_result() -> str:
     """The forward passes' CPU ms and peak memory per T, and how they were measured."""
-    from lab.result_pages import load, markdown_table, measured_note
+    from lab.shared.result_pages import load, markdown_table, measured_note
 
     data = load("beyond-softmax-cost.json")
     seq_lens = data["settings"]["seq_lens"]

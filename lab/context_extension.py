@@ -24,9 +24,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from lab import experiment
-from lab.experiment import progress
-from lab.paths import RESULTS_DIR
+from lab.shared import experiment
+from lab.shared.experiment import progress
+from lab.shared.paths import RESULTS_DIR
 from snippets.configurable import AttentionSpec, ConfigurableAttention
 from snippets.induction import repeated_tokens
 from snippets.rope_scaling import RopeSpec
@@ -169,7 +169,7 @@ def run(s: Setup, header: dict) -> dict:
 
 def frequencies_figure(s: Setup = FULL, factor: int = 4):
     """theta_i of each rule against the pair index, at factor * T."""
-    from lab.style import FIGURE_WIDTH, pyplot
+    from lab.shared.style import FIGURE_WIDTH, pyplot
     from snippets.rope_scaling import frequencies
 
     plt = pyplot(FIGURE_WIDTH)
@@ -217,7 +217,7 @@ if __name__ == "__main__":
 
 def result() -> str:
     """Each rule's loss at 2x and 4x, without training and fine-tuned; how it ran."""
-    from lab.result_pages import load, markdown_table, measured_note
+    from lab.shared.result_pages import load, markdown_table, measured_note
 
     data = load("context-extension.json")
     rows = [

@@ -2,7 +2,7 @@
 
     python -m lab.figures          # redraw them all; `git diff` then shows what changed
 
-Each experiment draws its own figures in the one style (lab/style.py); this is
+Each experiment draws its own figures in the one style (lab/shared/style.py); this is
 the one list of the committed ones, each with the function and data it is drawn
 from. The same data gives the same bytes: a redraw that changes nothing leaves git clean.
 """
@@ -12,7 +12,6 @@ import sys
 from pathlib import Path
 
 from lab import (
-    attention_cost_tables,
     context_extension,
     generate,
     kv_heads_recall,
@@ -23,8 +22,9 @@ from lab import (
     taming_softmax,
     train,
 )
-from lab.paths import RESULTS_DIR, ROOT, TRAINING_RESULTS
-from lab.style import save_svg
+from lab.parts import attention_cost_tables
+from lab.shared.paths import RESULTS_DIR, ROOT, TRAINING_RESULTS
+from lab.shared.style import save_svg
 from snippets.train import TrainConfig
 
 

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import torch
 
-from lab.common import TRAINING_RESULTS, command_line, note_load_after, result_header
-from lab.experiment import Command
-from lab.result_pages import load, markdown_table, measured_note, value_table
-from lab.style import FIGURE_WIDTH, pyplot
+from lab.shared.common import TRAINING_RESULTS, command_line, note_load_after, result_header
+from lab.shared.experiment import Command
+from lab.shared.result_pages import load, markdown_table, measured_note, value_table
+from lab.shared.style import FIGURE_WIDTH, pyplot
 from snippets.generate import check_sampling, generate, load_model, stream
 from snippets.model import GPT, GPTConfig
 from snippets.throughput import BENCH_MODEL

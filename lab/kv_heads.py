@@ -18,8 +18,8 @@ import time
 
 import torch
 
-from lab.common import RESULTS_DIR, note_load_after
-from lab.experiment import Command, count, progress
+from lab.shared.common import RESULTS_DIR, note_load_after
+from lab.shared.experiment import Command, count, progress
 from snippets.generate import KVCache, generate
 from snippets.kv_heads import kv_cache_bytes
 from snippets.measure import time_interleaved
@@ -220,7 +220,7 @@ if __name__ == "__main__":
 
 def result() -> str:
     """The four variants' losses, parameters, cache and speed; how they were measured."""
-    from lab.result_pages import load, markdown_table, measured_note
+    from lab.shared.result_pages import load, markdown_table, measured_note
 
     data = load("kv-heads.json")
     rows = []
@@ -253,7 +253,7 @@ def result() -> str:
 
 def values() -> dict[str, str]:
     """The numbers of the page's prose about the table."""
-    from lab.result_pages import load, value_table
+    from lab.shared.result_pages import load, value_table
 
     data = load("kv-heads.json")
     v = data["variants"].values()

@@ -21,10 +21,10 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention.flex_attention import create_block_mask
 
-from lab.common import RESULTS_DIR, note_load_after
-from lab.experiment import Command, describe_machine, int_list, progress, randn
-from lab.result_pages import load, markdown_table, measured_note, value_table
-from lab.style import COLORS, FIGURE_WIDTH, INK, growth_axes, pyplot
+from lab.shared.common import RESULTS_DIR, note_load_after
+from lab.shared.experiment import Command, describe_machine, int_list, progress, randn
+from lab.shared.result_pages import load, markdown_table, measured_note, value_table
+from lab.shared.style import COLORS, FIGURE_WIDTH, INK, growth_axes, pyplot
 from snippets.attention_cost import compiled_flex_attention
 from snippets.masks import (
     bidirectional_mask,
@@ -242,7 +242,7 @@ FIGURES = {  # file stem -> (title, the mask drawn)
 
 def mask_figure(mask: torch.Tensor, title: str):
     """A (T, T) mask as a grid: a filled cell where query i may see key j."""
-    from matplotlib.colors import ListedColormap  # matplotlib only when drawing (lab.style)
+    from matplotlib.colors import ListedColormap  # matplotlib only when drawing (lab.shared.style)
 
     plt = pyplot()  # 3 inches: shown at its own size on a phone, 9 pt is 12 px
     T = mask.size(-1)

@@ -5,8 +5,8 @@
 
 Small models are trained (each in seconds to two minutes on a CPU): the attention-only
 model of snippets/induction.py on repeated tokens, the GPT of snippets/char_gpt.py on
-the guide's text, and GPTs on MQAR by lab/mqar.py's recipe: the seed-0 MHA and MQA
-ones of lab/kv_heads_models.py (for the kv-heads page's check) and the softmax-only,
+the guide's text, and GPTs on MQAR by lab/recipes/mqar.py's recipe: the seed-0 MHA and MQA
+ones of lab/recipes/kv_heads_models.py (for the kv-heads page's check) and the softmax-only,
 linear-only and hybrid ones (a file per variant and seed; seed 0 of each committed,
 for the beyond-softmax page's).
 A trained model is kept in .cache/trained/, under a key made from its configuration
@@ -25,11 +25,11 @@ from pathlib import Path
 
 import torch
 
-from lab import kv_heads_models
-from lab.common import atomic_write
-from lab.fingerprint import recipe_fingerprint
-from lab.mqar import BLOCKS_CACHED, MqarRun, blocks_run, build, train_mqar
-from lab.paths import CACHE, ROOT
+from lab.recipes import kv_heads_models
+from lab.recipes.mqar import BLOCKS_CACHED, MqarRun, blocks_run, build, train_mqar
+from lab.shared.common import atomic_write
+from lab.shared.fingerprint import recipe_fingerprint
+from lab.shared.paths import CACHE, ROOT
 from snippets.char_gpt import CharGPTConfig, train_char_gpt
 from snippets.corpus import guide_text
 from snippets.induction import AttentionOnly, InductionConfig, train_induction
@@ -60,13 +60,13 @@ class Recipe:
 
 
 # Loading and saving models, and the keys: a change here re-keys no model.
-NOT_A_RECIPE = ("lab/model_cache.py", "lab/fingerprint.py")
+NOT_A_RECIPE = ("lab/model_cache.py", "lab/shared/fingerprint.py")
 RECIPES = {  # the name of a committed model, or its prefix ("mqar-"), -> its recipe
     "induction": Recipe(("snippets/induction.py",)),
     "char-gpt": Recipe(("snippets/char_gpt.py",), data=("data/guide-snapshot.txt",)),
-    "mqar-": Recipe(("lab/mqar.py",)),
-    "kv-heads-": Recipe(("lab/kv_heads_models.py",)),  # it imports lab/mqar.py
-    "streaming-": Recipe(("lab/sink_models.py",)),
+    "mqar-": Recipe(("lab/recipes/mqar.py",)),
+    "kv-heads-": Recipe(("lab/recipes/kv_heads_models.py",)),  # it imports lab/recipes/mqar.py
+    "streaming-": Recipe(("lab/recipes/sink_models.py",)),
 }
 
 
@@ -137,17 +137,18 @@ def mqar_name(run: MqarRun) -> str:
 
 
 def trained_mqar(run: MqarRun) -> tuple[GPT, list[float]]:
-    """lab.mqar.train_mqar(run), trained once per version of the code."""
+    """lab.recipes.mqar.train_mqar(run), trained once per version of the code."""
     return _cached(mqar_name(run), run, build, train_mqar)
 
 
 def kv_heads_name(run: MqarRun) -> str:
-    """The cache's name of a kv-heads model (lab/kv_heads_models.py): "kv-heads-mqar-..."."""
+    """The cache's name of a kv-heads model (lab/recipes/kv_heads_models.py):
+    "kv-heads-mqar-..."."""
     return f"kv-heads-{mqar_name(run)}"
 
 
 def trained_kv_heads(run: MqarRun) -> tuple[GPT, list[float]]:
-    """A kv-heads model trained by lab.mqar's recipe, once per version of the code."""
+    """A kv-heads model trained by lab.recipes.mqar's recipe, once per version of the code."""
     make = kv_heads_models.build
     return _cached(kv_heads_name(run), run, make, lambda r: train_mqar(r, make=make))
 

@@ -10,7 +10,7 @@ on rows of a repeated random segment (snippets/tasks.py), three seeds. Every few
 steps, on held-out rows: the loss over all targets beside its floor (copy_floor:
 the first segment is random and costs, the repeats cost nothing), the loss on the
 copies (floor 0), and every head's previous-token and induction scores
-(lab/copy_training.py).
+(lab/recipes/copy_training.py).
 """
 
 import dataclasses
@@ -18,17 +18,17 @@ import json
 import math
 import sys
 
-from lab.common import TRAINING_RESULTS
-from lab.copy_training import (
+from lab.recipes.copy_training import (
     INDUCTION_THRESHOLD,
     PREVIOUS_THRESHOLD,
     Setup,
     train_one,
     uniform_scores,
 )
-from lab.experiment import Command, progress
-from lab.result_pages import from_text, markdown_table, measured_note, value_table
-from lab.style import COLORS, FIGURE_WIDTH, INK, pyplot
+from lab.shared.common import TRAINING_RESULTS
+from lab.shared.experiment import Command, progress
+from lab.shared.result_pages import from_text, markdown_table, measured_note, value_table
+from lab.shared.style import COLORS, FIGURE_WIDTH, INK, pyplot
 from snippets.tasks import copy_floor
 
 RESULT_FILE = TRAINING_RESULTS / "induction.json"

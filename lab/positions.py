@@ -23,16 +23,16 @@ import sys
 
 import torch
 
-from lab.common import RESULTS_DIR
-from lab.copy_training import (
+from lab.recipes.copy_training import (
     INDUCTION_THRESHOLD,
     PREVIOUS_THRESHOLD,
     Setup,
     train_one,
     uniform_scores,
 )
-from lab.experiment import Command, progress
-from lab.style import COLORS, FIGURE_WIDTH, INK, pyplot
+from lab.shared.common import RESULTS_DIR
+from lab.shared.experiment import Command, progress
+from lab.shared.style import COLORS, FIGURE_WIDTH, INK, pyplot
 from snippets.model import GPT
 from snippets.positions import (
     POSITIONS,
@@ -300,7 +300,7 @@ def _result() -> dict:
 
 def result_table() -> str:
     """The five schemes' table and how the runs were made."""
-    from lab.result_pages import measured_note
+    from lab.shared.result_pages import measured_note
 
     result = _result()
     s, m = result["setup"], result["machine"]
@@ -330,7 +330,7 @@ def _rise() -> tuple[dict, dict, dict]:
 
 def checks_result() -> str:
     """Predicted beside measured: each check of the page, from the same file."""
-    from lab.result_pages import markdown_table
+    from lab.shared.result_pages import markdown_table
 
     result = _result()
     rows, at, rise = _rise()
@@ -360,7 +360,7 @@ def checks_result() -> str:
 def curves_result() -> str:
     """Seed 0's curve per scheme: loss on the copies, best previous-token share, best
     induction score (of layer 2 and later), every 100 steps to 400 and at the end."""
-    from lab.result_pages import markdown_table
+    from lab.shared.result_pages import markdown_table
 
     result = _result()
     s = result["setup"]
@@ -383,7 +383,7 @@ def curves_result() -> str:
 
 def similarity_result() -> str:
     """The learned position table's cosine similarities, by distance and by block."""
-    from lab.result_pages import markdown_table
+    from lab.shared.result_pages import markdown_table
 
     result = _result()
     similarity = result["learned_similarity"]  # (T, T)
@@ -411,7 +411,7 @@ def similarity_result() -> str:
 
 
 def values() -> dict[str, str]:
-    from lab.result_pages import value_table
+    from lab.shared.result_pages import value_table
 
     result = _result()
     return value_table(

@@ -14,10 +14,10 @@ import sys
 
 import torch
 
-from lab.experiment import Command
 from lab.model_cache import file_name, trained_char_gpt, trained_induction
-from lab.paths import ARTIFACTS
-from lab.style import COLORS, INK
+from lab.shared.experiment import Command
+from lab.shared.paths import ARTIFACTS
+from lab.shared.style import COLORS, INK
 from snippets.char_gpt import CharGPTConfig, gpt_attention
 from snippets.induction import (
     InductionConfig,
@@ -60,7 +60,7 @@ def mask_image(ax, mask, labels: list[str], title: str, row_labels: bool = True)
     """A (T, T) bool attention mask: allowed cells filled, blocked cells left
     transparent (the page shows through, light or dark), a grid of INK lines; the
     rows labelled too unless row_labels is false (a panel beside one that is)."""
-    from matplotlib.colors import ListedColormap  # matplotlib only when drawing (lab.style)
+    from matplotlib.colors import ListedColormap  # matplotlib only when drawing (lab.shared.style)
 
     T = mask.size(-1)
     shown = mask.float().masked_fill(~mask.bool(), float("nan"))  # blocked: no paint

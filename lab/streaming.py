@@ -15,7 +15,7 @@ cache of W (BOS dropped after W tokens), and rolling caches keeping the first 1,
 or 4 tokens (StreamingLLM). Losses are excess nats over what the task's own rule
 scores. Where the rolling cache and the one keeping BOS differ, it also measures
 what each head adds to the stream in the two, away from triggers.
-The models are lab/sink_models.py's; the quick run reads short streams with seed 0's,
+The models are lab/recipes/sink_models.py's; the quick run reads short streams with seed 0's,
 cached by lab/model_cache.py.
 """
 
@@ -28,10 +28,10 @@ import torch
 import torch.nn.functional as F
 
 from lab import model_cache
-from lab.common import RESULTS_DIR, note_load_after
-from lab.experiment import Command, int_list, progress
-from lab.result_pages import from_text, load, measured_note, preformatted
-from lab.sink_models import FULL, MODELS, Setup, cache_file, chain, train_one, trained
+from lab.recipes.sink_models import FULL, MODELS, Setup, cache_file, chain, train_one, trained
+from lab.shared.common import RESULTS_DIR, note_load_after
+from lab.shared.experiment import Command, int_list, progress
+from lab.shared.result_pages import from_text, load, measured_note, preformatted
 from snippets.model import GPT
 from snippets.streaming import stream_logits
 from snippets.tasks import backcopy_best_losses, bigram_backcopy
@@ -305,9 +305,9 @@ def eviction_table(data: dict) -> str:
 
 
 def sink_plot(data: dict):
-    """Stacked at lab.style's width: weight on BOS away from triggers, every head and seed;
+    """Stacked at lab.shared.style's width: weight on BOS away from triggers, every head and seed;
     how much evicting BOS changes each head's addition to the stream; loss per reader."""
-    from lab.style import FIGURE_WIDTH, pyplot
+    from lab.shared.style import FIGURE_WIDTH, pyplot
 
     plt = pyplot(FIGURE_WIDTH)
     fig, (left, middle, right) = plt.subplots(

@@ -24,8 +24,8 @@ import time
 
 import torch
 
-from lab.common import RESULTS_DIR, note_load_after
-from lab.experiment import Command, progress
+from lab.shared.common import RESULTS_DIR, note_load_after
+from lab.shared.experiment import Command, progress
 from snippets.attention import CausalSelfAttention, causal_mask
 from snippets.induction import repeated_tokens
 from snippets.measure import time_interleaved
@@ -178,9 +178,9 @@ def growth_table(data: dict) -> str:
 
 
 def growth_plot(data: dict):
-    """Two panels against the learning rate, stacked (lab.style's width): the largest
+    """Two panels against the learning rate, stacked (lab.shared.style's width): the largest
     logit above the held-out loss."""
-    from lab.style import FIGURE_WIDTH, pyplot
+    from lab.shared.style import FIGURE_WIDTH, pyplot
 
     plt = pyplot(FIGURE_WIDTH)
     fig, (left, right) = plt.subplots(
@@ -331,7 +331,7 @@ if __name__ == "__main__":
 
 def timing_result() -> str:
     """Median CPU ms per layer call and the ratio to the plain layer, a table per size."""
-    from lab.result_pages import load, markdown_table, measured_note
+    from lab.shared.result_pages import load, markdown_table, measured_note
 
     data = load("taming-timing.json")
     tables = []
@@ -358,7 +358,7 @@ def timing_result() -> str:
 
 def growth_result() -> str:
     """Held-out loss and largest logit per learning rate and variant; how it ran."""
-    from lab.result_pages import load, markdown_table, measured_note
+    from lab.shared.result_pages import load, markdown_table, measured_note
 
     data = load("taming-growth.json")
     names = data["variants"]

@@ -26,11 +26,11 @@ import time
 
 import torch
 
-from lab import experiment
-from lab.common import note_load_after
-from lab.experiment import progress
-from lab.paths import RESULTS_DIR
-from lab.todays_cost_pieces import FULL, PIECES, QUICK, build, held_bytes, new_cache
+from lab.parts.todays_cost_pieces import FULL, PIECES, QUICK, build, held_bytes, new_cache
+from lab.shared import experiment
+from lab.shared.common import note_load_after
+from lab.shared.experiment import progress
+from lab.shared.paths import RESULTS_DIR
 from snippets.measure import time_interleaved
 
 SCHEMA = "attention-guide/todays-cost/1"
@@ -178,8 +178,8 @@ PANELS = (
 def figure(data: dict):
     """CPU ms against T, log-log, two stacked panels, dense in both: the sparse and
     compressed pieces; the window, K=V and linear pieces (and any piece added later).
-    Each panel's legend under it, so the figure is lab.style's width, legible on a phone."""
-    from lab.style import COLORS, FIGURE_WIDTH, INK, growth_axes, pyplot
+    Each panel's legend under it, so the figure is lab.shared.style's width, legible on a phone."""
+    from lab.shared.style import COLORS, FIGURE_WIDTH, INK, growth_axes, pyplot
 
     plt = pyplot(FIGURE_WIDTH)
     seq_lens = data["settings"]["seq_lens"]

@@ -3,9 +3,9 @@
     python -m lab.todays_models           # compare every family, time the layer
     python -m lab.todays_models --quick   # fewer timing rounds
 
-compare(family): a tiny random model of the family (lab/tiny_models.py), one full
+compare(family): a tiny random model of the family (lab/oracle/tiny_models.py), one full
 forward with hooks recording what each attention layer got and returned, then the
-guide's layer loaded with that layer's weights (lab/from_transformers.py) on the
+guide's layer loaded with that layer's weights (lab/oracle/from_transformers.py) on the
 same input, whole and in cached decode steps: the worst relative difference.
 
 speed(): the guide's layer against transformers' LlamaAttention with
@@ -19,12 +19,12 @@ import sys
 
 import torch
 
-from lab import experiment
-from lab.common import note_load_after
-from lab.experiment import progress
-from lab.from_transformers import FAMILIES, load_attention, load_attentions
-from lab.paths import RESULTS_DIR
-from lab.tiny_models import WINDOW, record_layers, tiny_model
+from lab.oracle.from_transformers import FAMILIES, load_attention, load_attentions
+from lab.oracle.tiny_models import WINDOW, record_layers, tiny_model
+from lab.shared import experiment
+from lab.shared.common import note_load_after
+from lab.shared.experiment import progress
+from lab.shared.paths import RESULTS_DIR
 from snippets.cache import LinearState
 from snippets.measure import time_interleaved
 
@@ -100,7 +100,7 @@ PARTS_COMPARED = {"falcon_h1": (None, "self_attn")}  # None: the Mamba2 half, th
 @torch.no_grad()
 def compare(family: str, seed: int = 0, part: str | None = None) -> dict:
     """Worst relative differences of a family's layers against transformers (the
-    mixer `part` of a parallel hybrid layer: lab.from_transformers.PARTS)."""
+    mixer `part` of a parallel hybrid layer: lab.oracle.from_transformers.PARTS)."""
     model = tiny_model(family, seed)
     tokens = torch.randint(0, 64, (BATCH, T), generator=torch.Generator().manual_seed(seed + 1))
     result = {
@@ -224,7 +224,7 @@ if __name__ == "__main__":
 
 def compared_result() -> str:
     """Each family's worst relative difference, whole and cached, and its sharpness."""
-    from lab.result_pages import load, markdown_table, measured_note
+    from lab.shared.result_pages import load, markdown_table, measured_note
 
     data = load("todays-models.json")
     rows = [
@@ -241,7 +241,7 @@ def compared_result() -> str:
 
 def speed_result() -> str:
     """The guide's layer against transformers' LlamaAttention, per size."""
-    from lab.result_pages import load, markdown_table, measured_note
+    from lab.shared.result_pages import load, markdown_table, measured_note
 
     data = load("todays-models.json")
     rows = []
@@ -260,7 +260,7 @@ def speed_result() -> str:
 
 def speed_values() -> dict[str, str]:
     """How much longer the guide's layer takes, per size, as the page's prose says it."""
-    from lab.result_pages import load, value_table
+    from lab.shared.result_pages import load, value_table
 
     speed = load("todays-models.json")["speed"]
     return value_table(

@@ -27,16 +27,16 @@ from pathlib import Path
 import torch.distributed as dist
 from tqdm import tqdm
 
-from lab.common import (
+from lab.shared.common import (
     TRAINING_RESULTS,
     command_line,
     note_load_after,
     result_header,
     write_text,
 )
-from lab.experiment import Command, progress
-from lab.result_pages import load, markdown_table, measured_note, value_table
-from lab.style import FIGURE_WIDTH, INK, pyplot, save_svg
+from lab.shared.experiment import Command, progress
+from lab.shared.result_pages import load, markdown_table, measured_note, value_table
+from lab.shared.style import FIGURE_WIDTH, INK, pyplot, save_svg
 from snippets.measure import time_interleaved
 from snippets.throughput import BENCH_BATCH, BENCH_MODEL, ladder, make_bench_step
 from snippets.train import CHECKPOINT, HISTORY, TrainConfig, lr_at, train

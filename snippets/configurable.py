@@ -5,7 +5,7 @@ cache), snippets/rope_scaling.py (scaled and partial RoPE),
 snippets/layer_schedule.py (window and chunk layers, the NoPE temperature),
 snippets/taming.py (QK-norm, soft-cap, sinks, the output gate, RMSNorm) and
 snippets/kv_heads.py (expand_kv). A family is data: a list of
-AttentionSpec, one per layer (lab/families.py builds them from published
+AttentionSpec, one per layer (lab/oracle/families.py builds them from published
 configs); the layer has no branch per family.
 
 Shape letters: B batch, T positions, C channels, H query heads, G key/value

@@ -4,17 +4,18 @@ cache's (tests/hooks/)."""
 
 from pathlib import Path
 
-from lab.common import ROOT
+from lab.shared.common import ROOT
 
 
 def copy_of_the_code(tmp_path) -> Path:
     """snippets/, lab/, data/ and the notebook, copied: files to edit without harm."""
     copy = tmp_path / "repo"
-    folders = (("snippets", "*.py"), ("lab", "*.py"), ("data", "*.txt"), ("docs", "*.py"))
+    folders = (("snippets", "*.py"), ("lab", "**/*.py"), ("data", "*.txt"), ("docs", "*.py"))
     for folder, pattern in folders:
-        (copy / folder).mkdir(parents=True)
         for path in (ROOT / folder).glob(pattern):
-            (copy / folder / path.name).write_bytes(path.read_bytes())
+            target = copy / path.relative_to(ROOT)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(path.read_bytes())
     return copy
 
 

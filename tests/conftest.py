@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from lab.common import ROOT
+from lab.shared.common import ROOT
 from tests.browser import BROWSER_REPORT, BROWSER_TABLE
 
 

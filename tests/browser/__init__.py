@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from lab.common import ROOT
+from lab.shared.common import ROOT
 
 JS = Path(__file__).resolve().parent / "js"
 

@@ -17,7 +17,7 @@ from tests.browser.structure import *  # noqa: F403 (its __all__: the structure 
 from tests.browser.visit import DESKTOP, PHONE, Visit
 
 AXE = Path(__file__).resolve().parent.parent / "vendor" / "axe-core" / "axe.min.js"
-MIN_TEXT_PX = 10  # figure text on a phone, in CSS px (lab/style.py draws for it)
+MIN_TEXT_PX = 10  # figure text on a phone, in CSS px (lab/shared/style.py draws for it)
 CODE_TOKENS = ".highlight code span"  # the spans a code block's highlighting colours
 
 
@@ -67,7 +67,7 @@ def legibility_problems(found: dict) -> list[str]:
         f"figure {f['what']!r} {at}: {f['under']} of its {f['texts']} texts drawn under "
         f"{MIN_TEXT_PX} px (smallest {f['smallest']} px: "
         + ", ".join(f"{s['text']!r} {s['px']} px" for s in f["small"])
-        + "); lab/style.py's legible_font_size() gives the size for a figure's width"
+        + "); lab/shared/style.py's legible_font_size() gives the size for a figure's width"
         for f in found["figures"]
         if f["under"]
     ]
@@ -89,7 +89,7 @@ def image_text_problems(found: list[dict]) -> list[str]:
         f"{f['under']} of its {f['texts']} texts drawn under {MIN_TEXT_PX} px (smallest "
         f"{f['smallest']} px: "
         + ", ".join(f"{s['text']!r} {s['px']} px" for s in f["small"])
-        + "); draw it with lab/style.py's pyplot(FIGURE_WIDTH)"
+        + "); draw it with lab/shared/style.py's pyplot(FIGURE_WIDTH)"
         for f in found
         if "error" in f or f["under"]
     ]

@@ -23,7 +23,7 @@ import urllib.request
 from collections import Counter
 from pathlib import Path
 
-from lab.common import ROOT
+from lab.shared.common import ROOT
 from tests.browser import server as bs
 from tests.browser import tiers
 from tests.browser import visit as bv

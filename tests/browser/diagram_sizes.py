@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 
 from hooks.diagram_boxes import DIAGRAM, SIZES, diagram_key
-from lab.common import ROOT
+from lab.shared.common import ROOT
 from tests.browser import js
 from tests.browser.server import CHROMIUM, CHROMIUM_ARGS, SiteServer, pages_from_sitemap, site_path
 from tests.browser.visit import SiteBrowser

@@ -31,7 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from lab.common import ROOT
+from lab.shared.common import ROOT
 
 CACHE = ROOT / ".cache" / "one-page"
 RUNNER = ROOT / "tests" / "pages" / "run_downloads.py"

@@ -15,7 +15,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from lab.common import ROOT
+from lab.shared.common import ROOT
 
 PICTURE = ROOT / ".github" / "readme" / "attention-page.png"
 SIZE = {"width": 1280, "height": 800}

@@ -47,9 +47,9 @@ def test_explorer_assets_load_only_where_an_explorer_is(built_site):
 
 def test_built_live_model_is_the_committed_char_gpt(built_site):
     """assets/live/: the checkpoint load_model reads, and the manifest and float32 weights the
-    page's JavaScript reads, all three the See-attention model (lab/live_model.py)."""
-    from lab.live_model import export
+    page's JavaScript reads, all three the See-attention model (lab/recipes/live_model.py)."""
     from lab.model_cache import trained_char_gpt
+    from lab.recipes.live_model import export
     from snippets.generate import load_model
 
     live = built_site / "assets" / "live"

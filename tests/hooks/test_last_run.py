@@ -4,7 +4,7 @@ import json
 from types import SimpleNamespace
 
 from hooks import last_run
-from lab.paths import LAST_RUN
+from lab.shared.paths import LAST_RUN
 from tests.pages.test_pagecheck import GOOD, run_pages
 
 

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from lab.common import ROOT
+from lab.shared.common import ROOT
 
 if shutil.which("node") is None or not (ROOT / "tools" / "node_modules" / "mathjax-full").is_dir():
     pytest.skip(

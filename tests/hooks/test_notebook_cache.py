@@ -1,8 +1,8 @@
 """Tests for hooks/notebook_cache.py: the notebook's cache is named after the code it runs."""
 
 from hooks import notebook_cache
-from lab import fingerprint
-from lab.common import ROOT
+from lab.shared import fingerprint
+from lab.shared.common import ROOT
 from tests.code_copy import assert_key_follows_the_code, copy_of_the_code
 
 

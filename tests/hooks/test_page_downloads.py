@@ -20,21 +20,21 @@ def test_a_left_out_block_lends_an_import_a_later_block_rebinds_where_it_stood()
     # which the third rebinds (the page shows the same function), so the import cannot go
     # to the top: it runs in the left-out block's place, and the second block is kept.
     page = blocks(
-        "from lab.common import RESULTS_DIR\nfrom snippets.sparse import gather\n",
+        "from lab.shared.common import RESULTS_DIR\nfrom snippets.sparse import gather\n",
         "print(gather(3))\n",
         "def gather(n):\n    return n\n",
     )
     imports, cells = plan(page)
-    assert "imports lab.common" in cells[0].left_out
+    assert "imports lab.shared.common" in cells[0].left_out
     assert cells[0].imports_in_place == ["from snippets.sparse import gather"]
     assert cells[1].left_out is None and cells[1].needs == ["gather"]
     source = script_cells("docs/page.md", imports, cells)[0][0]
-    assert "# from lab.common import RESULTS_DIR" in source  # commented: not run
+    assert "# from lab.shared.common import RESULTS_DIR" in source  # commented: not run
     assert source.rstrip().endswith("\nfrom snippets.sparse import gather")  # run
 
 
 def test_a_left_out_blocks_checkout_imports_stay_out():
-    page = blocks("from lab.common import RESULTS_DIR\n", "print(RESULTS_DIR)\n")
+    page = blocks("from lab.shared.common import RESULTS_DIR\n", "print(RESULTS_DIR)\n")
     imports, cells = plan(page)
     assert imports == [] and cells[0].imports_in_place == []
     assert "needs the block at docs/page.md:10" in cells[1].left_out
@@ -83,7 +83,7 @@ def test_the_header_names_only_the_reasons_that_occur():
     page[1].skip = "takes minutes"
     _, cells = plan(page)
     assert left_out_reasons(cells) == "they are not run on the page"
-    page = blocks("from lab.common import RESULTS_DIR\n", "print(RESULTS_DIR)\n")
+    page = blocks("from lab.shared.common import RESULTS_DIR\n", "print(RESULTS_DIR)\n")
     _, cells = plan(page)
     assert left_out_reasons(cells) == (
         "they import the guide's tooling (lab/, tests/) or use what such a block made"

@@ -14,7 +14,7 @@ import pytest
 from mkdocs.exceptions import PluginError
 
 from hooks import prerender_math
-from lab.common import ROOT
+from lab.shared.common import ROOT
 
 if shutil.which("node") is None or not (ROOT / "tools" / "node_modules" / "mathjax-full").is_dir():
     pytest.skip(

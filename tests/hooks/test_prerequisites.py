@@ -13,7 +13,7 @@ from mkdocs.structure.files import get_files
 from mkdocs.structure.nav import get_navigation
 
 from hooks.prerequisites import page_problems, reading_order
-from lab.common import ROOT
+from lab.shared.common import ROOT
 
 
 @pytest.fixture(scope="module")

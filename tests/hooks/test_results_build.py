@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from lab.common import ROOT
+from lab.shared.common import ROOT
 
 CONFIG = f"""site_name: results
 theme: material

@@ -10,8 +10,9 @@ import xml.etree.ElementTree as ET
 import pytest
 import torch
 
-from lab import attention_cost, attention_cost_runs
-from lab.common import RESULTS_DIR, ROOT
+from lab import attention_cost
+from lab.parts import attention_cost_runs
+from lab.shared.common import RESULTS_DIR, ROOT
 from snippets.attention_cost import FORWARD_ONLY, VARIANTS, score_bytes
 
 COMMITTED = RESULTS_DIR

@@ -15,8 +15,8 @@ import statistics
 
 import lab.model_cache as models
 from lab import beyond_softmax as bs
-from lab import beyond_softmax_recall as recall
-from lab.common import RESULTS_DIR
+from lab.parts import beyond_softmax_recall as recall
+from lab.shared.common import RESULTS_DIR
 
 
 def medians(data: dict, pairs: int) -> dict:

@@ -1,4 +1,4 @@
-"""Tests for lab/experiment.py: the options every lab command shares, their one rule each,
+"""Tests for lab/shared/experiment.py: the options every lab command shares, their one rule each,
 the result file it writes, and the machine lines a page prints."""
 
 import argparse
@@ -8,9 +8,9 @@ import json
 import pytest
 import torch
 
-from lab import experiment
-from lab.common import ROOT
-from lab.paths import ARTIFACTS, RESULTS_DIR
+from lab.shared import experiment
+from lab.shared.common import ROOT
+from lab.shared.paths import ARTIFACTS, RESULTS_DIR
 
 MACHINE = {
     "cpu_model": "AMD EPYC", "cpu_count": 2, "memory_gib": 23.5, "date": "2026-11-30T10:00:00",
@@ -105,7 +105,9 @@ def options_defined(source: str) -> set[str]:
     return found
 
 
-@pytest.mark.parametrize("path", sorted((ROOT / "lab").glob("*.py")), ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "path", sorted((ROOT / "lab").rglob("*.py")), ids=lambda p: p.relative_to(ROOT).as_posix()
+)
 def test_models_trained_at_once_is_one_option_defined_once(path):
     """Every lab command that trains in parallel takes experiment's --jobs: none spells its
     own (--workers, --processes, -j, or a --jobs of other rules)."""
@@ -114,7 +116,7 @@ def test_models_trained_at_once_is_one_option_defined_once(path):
         return
     own = options_defined(path.read_text(encoding="utf-8")) & PARALLEL_SPELLINGS
     assert not own, (
-        f"lab/{path.name} defines {sorted(own)}: use experiment.Command(..., jobs=N) or "
+        f"{path.relative_to(ROOT)} defines {sorted(own)}: use experiment.Command(..., jobs=N) or "
         "experiment.add_jobs(parser, N), the one --jobs"
     )
 

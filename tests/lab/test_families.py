@@ -1,11 +1,11 @@
-"""lab/families.py: the published configs the page's table reads, through the loader the
+"""lab/oracle/families.py: the published configs the page's table reads, through the loader the
 oracle tests; the KV-cache bytes it prints, checked against the guide's kv_cache_bytes."""
 
 import pytest
 
 pytest.importorskip("transformers")
 
-from lab.families import (  # noqa: E402
+from lab.oracle.families import (  # noqa: E402
     NO_ROW,
     PUBLISHED,
     kv_bytes,
@@ -14,8 +14,8 @@ from lab.families import (  # noqa: E402
     specs_kv_bytes,
     table_rows,
 )
-from lab.from_transformers import spec_from_config  # noqa: E402
-from lab.tiny_models import TINY  # noqa: E402
+from lab.oracle.from_transformers import spec_from_config  # noqa: E402
+from lab.oracle.tiny_models import TINY  # noqa: E402
 from snippets.kv_heads import kv_cache_bytes  # noqa: E402
 
 

@@ -1,6 +1,6 @@
-"""Tests for lab/style.py and lab/figures.py: one style for every figure, transparent, readable
-on light and dark pages, the same bytes for the same data, and every committed figure redrawn
-byte for byte by `python -m lab.figures`."""
+"""Tests for lab/shared/style.py and lab/figures.py: one style for every figure, transparent,
+readable on light and dark pages, the same bytes for the same data, and every committed figure
+redrawn byte for byte by `python -m lab.figures`."""
 
 import json
 import re
@@ -8,8 +8,10 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from lab import attention_cost_tables, figures, style
-from lab.common import TRAINING_RESULTS
+from lab import figures
+from lab.parts import attention_cost_tables
+from lab.shared import style
+from lab.shared.common import TRAINING_RESULTS
 from lab.train import loss_curve
 
 SVG = "{http://www.w3.org/2000/svg}"

@@ -1,6 +1,6 @@
 """The oracle: every layer of every family equals its transformers layer.
 
-Tiny random models built from configs (lab/tiny_models.py, nothing downloaded),
+Tiny random models built from configs (lab/oracle/tiny_models.py, nothing downloaded),
 their attention weights redrawn so that attention is sharp, T = 3 windows (past
 every window and chunk). Forward hooks record what each transformers layer got
 and returned in one full forward; the guide's layer, loaded with that layer's
@@ -16,8 +16,8 @@ import torch
 
 pytest.importorskip("transformers")
 
-from lab.from_transformers import FAMILIES, load_attention, spec_from_config  # noqa: E402
-from lab.tiny_models import TINY, WINDOW, record_layers, tiny_config, tiny_model  # noqa: E402
+from lab.oracle.from_transformers import FAMILIES, load_attention, spec_from_config  # noqa: E402
+from lab.oracle.tiny_models import TINY, WINDOW, record_layers, tiny_config, tiny_model  # noqa: E402
 from lab.todays_models import T, compare  # noqa: E402
 
 RTOL = 1e-5

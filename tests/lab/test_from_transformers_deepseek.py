@@ -16,8 +16,8 @@ import torch.nn as nn
 
 pytest.importorskip("transformers")
 
-from lab.from_transformers import load_attention, load_attentions  # noqa: E402
-from lab.tiny_models import record_layers, tiny_config, tiny_model  # noqa: E402
+from lab.oracle.from_transformers import load_attention, load_attentions  # noqa: E402
+from lab.oracle.tiny_models import record_layers, tiny_config, tiny_model  # noqa: E402
 from lab.todays_models import T  # noqa: E402
 from snippets.positions import rope_frequencies  # noqa: E402
 from snippets.sparse_mla import turn_part  # noqa: E402

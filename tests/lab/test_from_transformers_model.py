@@ -1,12 +1,12 @@
-"""The guide's GPT from a whole transformers model (lab/from_transformers_model.py):
+"""The guide's GPT from a whole transformers model (lab/oracle/from_transformers_model.py):
 the same logits and the same greedy tokens as transformers, for each dense family."""
 
 import pytest
 import torch
 import torch.nn as nn
 
-from lab.from_transformers_model import WHOLE, gpt_config, load_model, sharpen
-from lab.tiny_models import WINDOW, tiny_config, tiny_model
+from lab.oracle.from_transformers_model import WHOLE, gpt_config, load_model, sharpen
+from lab.oracle.tiny_models import WINDOW, tiny_config, tiny_model
 from snippets.generate import generate
 from snippets.model import GPT, parameter_count
 

@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from lab.common import TRAINING_RESULTS
 from lab.generate import main
+from lab.shared.common import TRAINING_RESULTS
 from snippets.train import TrainConfig, train
 
 # --- the command ------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """GLM-5-Next (transformers' glm5_next text model) through the oracle.
 
 Its "linear_attention" layers are Kimi Delta Attention with a bounded decay
-(snippets/kda.py's BoundedKimiDeltaAttention, loaded by lab/linear_from_transformers.py's
+(snippets/kda.py's BoundedKimiDeltaAttention, loaded by lab/oracle/linear_from_transformers.py's
 load_kda): every layer whole and through its LinearState, a prefill then one token at a
 time, within 1e-5. The planted faults the comparison must catch: a decay per head instead
 of per channel, and Kimi Linear's unbounded decay in place of the bounded one.
@@ -19,8 +19,8 @@ import torch
 
 pytest.importorskip("transformers")
 
-from lab.from_transformers import load_attention  # noqa: E402
-from lab.tiny_models import record_layers, tiny_model  # noqa: E402
+from lab.oracle.from_transformers import load_attention  # noqa: E402
+from lab.oracle.tiny_models import record_layers, tiny_model  # noqa: E402
 from lab.todays_models import BATCH, T, compare, relative, run_all  # noqa: E402
 from snippets.kda import BoundedKimiDeltaAttention, KimiDeltaAttention  # noqa: E402
 from snippets.pooled_indexer import PooledIndexer  # noqa: E402

@@ -1,7 +1,7 @@
 """Kimi K2.5 through the oracle: a multimodal model whose text model is DeepSeek-V3's.
 
 The tiny model is the whole Kimi_K25ForConditionalGeneration (a one-layer vision
-tower of 16 channels beside the tiny DeepSeek-V3 text model of lab/tiny_models.py);
+tower of 16 channels beside the tiny DeepSeek-V3 text model of lab/oracle/tiny_models.py);
 load_attention takes its text model's MLA layers. compare() (every layer whole and
 cached) runs with every family in tests/lab/test_from_transformers.py; here: what is
 loaded, and a planted fault the comparison must catch.
@@ -15,8 +15,8 @@ import torch
 
 pytest.importorskip("transformers")
 
-from lab.from_transformers import load_attentions, spec_from_config  # noqa: E402
-from lab.tiny_models import record_layers, tiny_model  # noqa: E402
+from lab.oracle.from_transformers import load_attentions, spec_from_config  # noqa: E402
+from lab.oracle.tiny_models import record_layers, tiny_model  # noqa: E402
 from lab.todays_models import BATCH, T, compare, relative, run_all  # noqa: E402
 from snippets.mla import LatentAttention, MLASpec  # noqa: E402
 

@@ -14,9 +14,9 @@ import torch
 
 pytest.importorskip("transformers")
 
-from lab.from_transformers import load_attention  # noqa: E402
-from lab.linear_from_transformers import load_linear_attention  # noqa: E402
-from lab.tiny_models import record_layers, tiny_model  # noqa: E402
+from lab.oracle.from_transformers import load_attention  # noqa: E402
+from lab.oracle.linear_from_transformers import load_linear_attention  # noqa: E402
+from lab.oracle.tiny_models import record_layers, tiny_model  # noqa: E402
 from lab.todays_models import BATCH, T, relative  # noqa: E402
 from snippets.kda import KimiDeltaAttention  # noqa: E402
 from snippets.mla import LatentAttention  # noqa: E402

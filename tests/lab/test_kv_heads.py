@@ -2,8 +2,8 @@
 
 import json
 
-from lab.common import RESULTS_DIR
 from lab.kv_heads import FULL, main
+from lab.shared.common import RESULTS_DIR
 
 
 def test_experiment_command_runs_quickly(tmp_path, capsys):

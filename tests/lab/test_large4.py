@@ -1,6 +1,6 @@
 """Mistral Large 4's loader: every layer equals transformers', whole and cached.
 
-The tiny model (lab/tiny_models.py) has each kind of its layers: RoPE and NoPE,
+The tiny model (lab/oracle/tiny_models.py) has each kind of its layers: RoPE and NoPE,
 latents stored and read by later layers (transformers' kv_sharing_modes store,
 reuse, reuse_but_indexer), indexers of their own and "shared" ones, top 6 of up
 to 24 keys. Each part of the mechanism, left out or done otherwise, is caught by
@@ -17,8 +17,8 @@ import torch
 pytest.importorskip("transformers")
 
 import snippets.learned_temperature as lt  # noqa: E402
-from lab.from_transformers import load_attention, load_attentions, spec_from_config  # noqa: E402
-from lab.tiny_models import record_layers, tiny_model  # noqa: E402
+from lab.oracle.from_transformers import load_attention, load_attentions, spec_from_config  # noqa: E402
+from lab.oracle.tiny_models import record_layers, tiny_model  # noqa: E402
 from lab.todays_models import T, compare, run_all  # noqa: E402
 
 FAMILY = "mistral_large4_text"
@@ -176,7 +176,7 @@ def test_a_config_it_cannot_express_names_the_field(change, field):
 def test_its_row_caches_latents_by_kind_and_nothing_for_a_reader():
     import transformers
 
-    from lab.families import kv_bytes, specs_kv_bytes
+    from lab.oracle.families import kv_bytes, specs_kv_bytes
 
     # the defaults: 72 layers, every 4th NoPE (a latent of 512), the others 512 + 64
     assert kv_bytes("Mistral Large 4 (defaults)", 1000) == (54 * 576 + 18 * 512) * 1000 * 2

@@ -1,6 +1,6 @@
 """The guide's GatedDeltaNet computes what transformers' Qwen3-Next linear-attention layer
 computes (its pure-torch path on CPU: torch_chunk_gated_delta_rule and the reference
-causal convolution), given the weights by lab/linear_from_transformers.py.
+causal convolution), given the weights by lab/oracle/linear_from_transformers.py.
 
 A tiny random Qwen3NextConfig (three linear layers, then a softmax one), weights
 perturbed away from their initialisation (std 0.02 makes many wrong layers agree);
@@ -13,8 +13,8 @@ from torch.testing import assert_close
 
 transformers = pytest.importorskip("transformers")
 
-from lab.from_transformers import load_attention  # noqa: E402
-from lab.linear_from_transformers import load_linear_attention  # noqa: E402
+from lab.oracle.from_transformers import load_attention  # noqa: E402
+from lab.oracle.linear_from_transformers import load_linear_attention  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,8 @@ import pytest
 import torch
 
 import lab.model_cache as models
-from lab import model_cache, sink_models
+from lab import model_cache
+from lab.recipes import sink_models
 from snippets.induction import AttentionOnly, InductionConfig
 from tests.code_copy import copy_of_the_code
 
@@ -58,12 +59,12 @@ def test_the_committed_models_are_this_codes():
             f"data/trained/ holds {committed} for {name!r}, not this code's "
             f"{models.file_name(name, config)}: run `OMP_NUM_THREADS=1 python -m lab.model_cache "
             "--commit-trained` (on one thread, as the suite trains: two give other weights), "
-            "then `... lab.sink_models --commit-trained` if its models are stale too"
+            "then `... lab.recipes.sink_models --commit-trained` if its models are stale too"
         )
 
 
 def all_keys() -> dict[str, str]:
-    """The file name of every committed model (lab.model_cache's and lab.sink_models')."""
+    """The file name of every committed model (lab.model_cache's and lab.recipes.sink_models')."""
     runs = {**models.committed_runs(), **sink_models.committed_runs()}
     return {name: models.file_name(name, config) for name, config in runs.items()}
 
@@ -96,10 +97,10 @@ def test_a_model_is_keyed_by_its_recipe_s_code_and_data(tmp_path, monkeypatch):
 
     code = "\nUNUSED_BY_TRAINING = 1\n"  # a line of code: it runs, so it re-keys
     # One experiment's module: its models only.
-    assert changed_by("lab/kv_heads_models.py", code) == groups["kv-heads"]
+    assert changed_by("lab/recipes/kv_heads_models.py", code) == groups["kv-heads"]
     # The recipe both MQAR experiments train with: the models of both.
-    assert changed_by("lab/mqar.py", code) == groups["mqar"] | groups["kv-heads"]
-    assert changed_by("lab/sink_models.py", code) == groups["streaming"]
+    assert changed_by("lab/recipes/mqar.py", code) == groups["mqar"] | groups["kv-heads"]
+    assert changed_by("lab/recipes/sink_models.py", code) == groups["streaming"]
     assert changed_by("snippets/induction.py", code) == groups["induction"]
     assert changed_by("snippets/char_gpt.py", code) == groups["char-gpt"]
     assert changed_by("data/guide-snapshot.txt", "\n") == groups["char-gpt"]
@@ -108,8 +109,8 @@ def test_a_model_is_keyed_by_its_recipe_s_code_and_data(tmp_path, monkeypatch):
     assert changed_by("snippets/model.py", code) == uses_model
     assert changed_by("snippets/attention.py", code) == set(before)
     # Not what trains a model: comments and docstrings, the cache itself, other commands.
-    assert changed_by("lab/mqar.py", "# a comment\n") == set()
-    mqar = copy / "lab" / "mqar.py"
+    assert changed_by("lab/recipes/mqar.py", "# a comment\n") == set()
+    mqar = copy / "lab" / "recipes" / "mqar.py"
     text = mqar.read_text(encoding="utf-8")
     for old, new in (
         ('"""Training a small GPT', '"""Said otherwise: training a small GPT'),  # the module's
@@ -119,7 +120,7 @@ def test_a_model_is_keyed_by_its_recipe_s_code_and_data(tmp_path, monkeypatch):
         mqar.write_text(text.replace(old, new, 1), encoding="utf-8")
         assert all_keys() == before, new
     mqar.write_text(text, encoding="utf-8")
-    for other in ("lab/model_cache.py", "lab/fingerprint.py", "lab/streaming.py"):
+    for other in ("lab/model_cache.py", "lab/shared/fingerprint.py", "lab/streaming.py"):
         assert changed_by(other, code) == set(), other
     (copy / "snippets" / "unrelated.py").write_text("import torch\n")
     assert all_keys() == before
@@ -138,8 +139,10 @@ def test_the_refresh_commands_dry_run_says_what_they_would_write(empty_cache, ca
     assert lines[1].endswith(f"{current}: up to date")
     assert sorted(p.name for p in empty_cache.iterdir()) == sorted([stale.name, current])
     assert stale.read_bytes() == b"old"  # nothing written, nothing removed, nothing trained
-    with pytest.raises(SystemExit, match=r"usage: python -m lab.sink_models --commit-trained"):
-        models.main(["--dry-run"], None, sink_models.committed_runs, "lab.sink_models")
+    with pytest.raises(
+        SystemExit, match=r"usage: python -m lab.recipes.sink_models --commit-trained"
+    ):
+        models.main(["--dry-run"], None, sink_models.committed_runs, "lab.recipes.sink_models")
 
 
 def test_a_model_without_a_recipe_is_refused():

@@ -6,8 +6,8 @@ import dataclasses
 import json
 
 from lab import optimization
-from lab.copy_training import INDUCTION_THRESHOLD
 from lab.optimization import best
+from lab.recipes.copy_training import INDUCTION_THRESHOLD
 
 
 def test_quick_run_loss_falls_once_an_induction_head_forms(tmp_path, capsys):

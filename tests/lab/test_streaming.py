@@ -1,12 +1,13 @@
 """Tests for lab/streaming.py: the quick run's sign of the effect, the tables, the committed
-result, and the committed models the quick run reads (lab/sink_models.py)."""
+result, and the committed models the quick run reads (lab/recipes/sink_models.py)."""
 
 import json
 
 import pytest
 
-from lab import model_cache, sink_models, streaming
-from lab.common import RESULTS_DIR
+from lab import model_cache, streaming
+from lab.recipes import sink_models
+from lab.shared.common import RESULTS_DIR
 
 
 def check_result(data: dict) -> None:
@@ -102,7 +103,8 @@ def test_committed_result_shows_the_sink_broken_and_fixed():
 
 
 def test_the_committed_models_are_this_codes():
-    """Else the quick run trains them (minutes): `python -m lab.sink_models --commit-trained`."""
+    """Else the quick run trains them (minutes):
+    `python -m lab.recipes.sink_models --commit-trained`."""
     for name in sink_models.MODELS:
         stem = sink_models.cache_name(name, 0)
         committed = sorted(p.name for p in model_cache.COMMITTED.glob(f"{stem}-*.pt"))

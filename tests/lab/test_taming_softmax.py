@@ -3,7 +3,7 @@
 import json
 
 from lab import taming_softmax as ts
-from lab.common import RESULTS_DIR
+from lab.shared.common import RESULTS_DIR
 
 
 def rows_by(data):

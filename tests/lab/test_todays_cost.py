@@ -13,7 +13,7 @@ import re
 import pytest
 
 from lab import todays_cost
-from lab.todays_cost_pieces import PIECES, QUICK, build
+from lab.parts.todays_cost_pieces import PIECES, QUICK, build
 
 SIGN_CHECKED = ["dense", "dsa", "v4_hca", "v4_csa"]
 

@@ -7,7 +7,7 @@ import xml.etree.ElementTree as ET
 import pytest
 import torch
 
-from lab.common import TRAINING_RESULTS
+from lab.shared.common import TRAINING_RESULTS
 from lab.train import LOSS_PLOT, bench_throughput, field_comments, main, throughput_table
 from snippets.throughput import BENCH_MODEL, ladder
 from snippets.train import CHECKPOINT, HISTORY, TrainConfig

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from hooks.page_parser import Block, PageError, Site, load_site, parse_page
-from lab.paths import LAST_RUN  # hooks/last_run.py reads the record from there too
+from lab.shared.paths import LAST_RUN  # hooks/last_run.py reads the record from there too
 from tests.pagecheck.runner import (
     BlockFailure,
     PageNamespace,

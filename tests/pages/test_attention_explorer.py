@@ -12,7 +12,7 @@ import re
 
 import pytest
 
-from lab.common import ROOT
+from lab.shared.common import ROOT
 
 ARTIFACTS = ROOT / "test-artifacts" / "explorer"
 

@@ -21,8 +21,8 @@ import urllib.request
 import pytest
 import torch
 
-from lab.common import ROOT
-from lab.live_model import export
+from lab.recipes.live_model import export
+from lab.shared.common import ROOT
 from snippets.generate import generate, load_model
 from tests.pages.test_attention_explorer import Tab
 

@@ -31,7 +31,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from lab.common import ROOT
+from lab.shared.common import ROOT
 from tests.browser import BROWSER_REPORT, BROWSER_TABLE, js, tiers
 from tests.browser import checks as bc
 from tests.browser import server as bs

@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import pytest
 
 from hooks import prerender_math
-from lab.common import ROOT
+from lab.shared.common import ROOT
 from tests.browser import checks as bc
 from tests.browser import server as bs
 from tests.browser import tiers
@@ -329,7 +329,7 @@ def test_planted_small_figure_text_and_wrapping_table_are_caught(planted):
 def test_planted_small_image_figure_text_is_caught(planted):
     """An <img> of a 6.4-inch matplotlib-like SVG: its 9-unit tick label is shrunk to about
     7 px at 390 px (358/460.8 of a unit); its 14-unit title and the committed state figure,
-    drawn with lab.style.pyplot(FIGURE_WIDTH), stay at 10 px or more."""
+    drawn with lab.shared.style.pyplot(FIGURE_WIDTH), stay at 10 px or more."""
     problems = bc.check_phone_fit(planted("small-image-figure").page)
     assert len(problems) == 1, problems
     assert problems[0].startswith(

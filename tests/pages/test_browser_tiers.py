@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from lab.common import ROOT
+from lab.shared.common import ROOT
 from tests.browser import tiers
 
 API = '<article><div class="doc doc-object doc-module">{body}</div></article>'

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from hooks import page_downloads
-from lab.common import ROOT
+from lab.shared.common import ROOT
 
 RUNNER = Path(__file__).with_name("run_downloads.py")
 

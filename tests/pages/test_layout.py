@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from lab.common import ROOT
+from lab.shared.common import ROOT
 
 MODULES = sorted((ROOT / "snippets").glob("*.py"))
 MAX_LINES = 470  # "about 450": a module a reader can take in at one sitting
@@ -34,11 +34,22 @@ def imported_packages(path) -> set[str]:
     return names
 
 
-def package_imports(path: Path, package: str = "lab") -> set[str]:
-    """The modules of `package` (lab, snippets, hooks) that one of its modules imports,
-    anywhere in it (an import inside a function, or under `if TYPE_CHECKING:`, is still a
-    dependency: it only hides a circle until that code runs or a tool reads it)."""
-    modules = {p.stem for p in path.parent.glob("*.py")}
+def module_names(folder: Path) -> dict[Path, str]:
+    """Every module of a package folder, by its dotted name inside it (shared.common)."""
+    return {
+        path: ".".join(path.relative_to(folder).with_suffix("").parts)
+        for path in sorted(folder.rglob("*.py"))
+        if path.name != "__init__.py"
+    }
+
+
+def package_imports(path: Path, package: str = "lab", folder: Path | None = None) -> set[str]:
+    """The modules of `package` (lab, snippets, hooks; its folder, by default path's) that
+    one of its modules imports, anywhere in it (an import inside a function, or under
+    `if TYPE_CHECKING:`, is still a dependency: it only hides a circle until that code runs
+    or a tool reads it). Modules are named as module_names names them."""
+    folder = folder or path.parent
+    modules = set(module_names(folder).values())
     names = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
@@ -51,11 +62,10 @@ def package_imports(path: Path, package: str = "lab") -> set[str]:
         else:
             continue
         for target in targets:
-            parts = target.split(".")
-            if len(parts) >= 2 and parts[0] == package and parts[1] in modules:
-                names.add(parts[1])
-    names.discard(path.stem)
-    names.discard("__init__")
+            head, _, inside = target.partition(".")
+            if head == package and inside in modules:
+                names.add(inside)
+    names.discard(module_names(folder).get(path))
     return names
 
 
@@ -105,11 +115,13 @@ def test_every_snippets_module_has_its_tests(path):
 @pytest.mark.parametrize("package", ["snippets", "lab", "hooks"])
 def test_a_package_s_modules_import_each_other_in_no_circle(package):
     folder = ROOT / package
-    graph = {path.stem: package_imports(path, package) for path in sorted(folder.glob("*.py"))}
+    graph = {
+        name: package_imports(path, package, folder) for path, name in module_names(folder).items()
+    }
     circle = import_circle(graph)
     assert circle is None, (
         f"{package}/ imports in a circle: "
-        + " -> ".join(f"{package}/{name}.py" for name in circle)
+        + " -> ".join(f"{package}/{name.replace('.', '/')}.py" for name in circle)
         + "; move what both need into a module that imports neither (an import for an"
         " annotation only counts too: name the type in the annotation without importing it)"
     )
@@ -172,7 +184,9 @@ def training_steps(source: str) -> list[str]:
     return sorted(found, key=lambda item: item[1])
 
 
-@pytest.mark.parametrize("path", sorted((ROOT / "lab").glob("*.py")), ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "path", sorted((ROOT / "lab").rglob("*.py")), ids=lambda p: p.relative_to(ROOT).as_posix()
+)
 def test_lab_trains_only_through_the_one_loop(path):
     # Experiments differ in their data and setup, not in loops: each trains with
     # snippets.train.fit (the learning rate set, the step taken, the next batch drawn).
@@ -182,7 +196,7 @@ def test_lab_trains_only_through_the_one_loop(path):
         if (path.name, name.strip('[]"= ')) not in NOT_TRAINING
     ]
     assert not found, (
-        f"lab/{path.name} steps an optimizer itself: {', '.join(found)}; train with "
+        f"{path.relative_to(ROOT)} steps an optimizer itself: {', '.join(found)}; train with "
         "snippets.train.fit, passing the batches and the schedule"
     )
 

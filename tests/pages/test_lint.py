@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from lab.common import ROOT
+from lab.shared.common import ROOT
 
 BIN = Path(sys.executable).parent
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from hooks.page_parser import RUN, PageError, markdown_snippet_expander, parse_page
-from lab.common import ROOT
+from lab.shared.common import ROOT
 from tests.pages.test_site import _CodeBlocks
 
 MKDOCS_YML = """\

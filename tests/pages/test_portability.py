@@ -31,7 +31,7 @@ import sys
 import pytest
 import torch
 
-from lab.common import ROOT
+from lab.shared.common import ROOT
 
 SETTINGS = {
     "avx2-kernels": {"ATEN_CPU_CAPABILITY": "avx2"},

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from lab.common import ROOT
+from lab.shared.common import ROOT
 
 DOCS = ROOT / "docs"
 

@@ -11,7 +11,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 from hooks.page_parser import parse_page
-from lab.common import RESULTS_DIR, ROOT, TRAINING_RESULTS
+from lab.shared.common import RESULTS_DIR, ROOT, TRAINING_RESULTS
 
 
 class _Tables(HTMLParser):

@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from lab.style import INK
+from lab.shared.style import INK
 
 
 def test_notebook_page_has_its_figures_and_no_cdn(built_site):

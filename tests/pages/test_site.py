@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from hooks.page_parser import RUN, markdown_snippet_expander, parse_page
-from lab.common import ROOT
+from lab.shared.common import ROOT
 
 PAGES = sorted((ROOT / "docs").rglob("*.md"))
 

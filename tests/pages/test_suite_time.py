@@ -5,7 +5,7 @@ import subprocess
 import sys
 import time
 
-from lab.common import ROOT
+from lab.shared.common import ROOT
 from tests.suite_time import machine_cpu_seconds
 
 SLOW = "import time\n\n\ndef test_slow():\n    time.sleep(0.4)\n\n\ndef test_quick():\n    pass\n"

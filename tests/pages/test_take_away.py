@@ -6,7 +6,7 @@ import re
 import yaml
 
 from hooks import module_boxes
-from lab.common import ROOT
+from lab.shared.common import ROOT
 
 
 def _repo_url() -> str:

@@ -11,7 +11,7 @@ import pytest
 import torch
 from torch.testing import assert_close
 
-from lab.common import ROOT
+from lab.shared.common import ROOT
 from snippets.attention import CausalSelfAttention, MultiHeadAttention
 from snippets.attention_cost import (
     FORWARD_ONLY,

@@ -16,7 +16,7 @@ import pytest
 import torch
 from torch.testing import assert_close
 
-from lab.common import ROOT
+from lab.shared.common import ROOT
 from snippets.train import CHECKPOINT, HISTORY, TrainConfig, train
 
 TORCHRUN = Path(sys.executable).parent / "torchrun"

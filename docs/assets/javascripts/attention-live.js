@@ -5,7 +5,7 @@
 //
 // The model is ../live/char-gpt.json (the manifest: sizes, characters, and per tensor its
 // name, shape and offset in floats) and ../live/char-gpt.bin (the float32 weights), written
-// at build time by hooks/explorer_data.py from lab/live_model.py. The same weights are the
+// at build time by hooks/explorer_data.py from lab/recipes/live_model.py. The same weights are the
 // checkpoint ../live/char-gpt.pt; tests/pages/test_attention_live.py compares this forward
 // pass with PyTorch on it.
 //

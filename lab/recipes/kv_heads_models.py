@@ -1,6 +1,6 @@
 """The kv-heads page's MQAR models: one small GPT four ways, MHA, GQA, MQA and MLA.
 
-2 layers of 4 query heads of D = 16 in a width of 64 (lab/mqar.py's recipe: ALiBi,
+2 layers of 4 query heads of D = 16 in a width of 64 (lab/recipes/mqar.py's recipe: ALiBi,
 batches of 256 rows), differing only in how many key/value heads their attention
 keeps, or in MLA's latent of 2 x D (as many cached numbers as MQA). Its own module, so
 that the trained-model cache keys these models by what trains them (lab/model_cache.py)
@@ -9,8 +9,8 @@ and a change here re-keys no other experiment's models. Scored by lab/kv_heads_r
 
 from torch import nn
 
-from lab.mqar import MqarRun
-from lab.mqar import build as plain_build
+from lab.recipes.mqar import MqarRun
+from lab.recipes.mqar import build as plain_build
 from snippets.kv_heads import MultiHeadLatentAttention
 from snippets.model import GPT
 
@@ -34,7 +34,7 @@ def run_of(variant: str, seed: int = 0) -> MqarRun:
 
 
 def build(run: MqarRun) -> GPT:
-    """lab.mqar.build(run), with an MLA block's latent normalised: an RMSNorm after the
+    """lab.recipes.mqar.build(run), with an MLA block's latent normalised: an RMSNorm after the
     down-projection, as DeepSeek-V2 has it and the guide's layer leaves out (without it
     MLA did not learn the lookup in the trials). The cache keeps the normalised latent."""
     model = plain_build(run)

@@ -1,4 +1,4 @@
-"""The tiny configs of every family lab/tiny_models.py builds: a family's model type ->
+"""The tiny configs of every family lab/oracle/tiny_models.py builds: a family's model type ->
 the config fields that shrink it while keeping its choices (window and chunk sizes below the
 test length, RoPE scaling with its published rule, a published layer schedule).
 

@@ -19,7 +19,7 @@ import math
 import re
 from pathlib import Path
 
-from lab.common import atomic_write
+from lab.shared.common import atomic_write
 
 INK = "#808080"  # contrast 3.95 on white, 4.11 on slate
 # Series colours, each >= 3:1 on white and on slate (Okabe-Ito and kin).

@@ -17,7 +17,7 @@ docstring names another model (MiniMax-Text-01), so it has no row.
 
 import functools
 
-from lab.from_transformers import layer_type, spec_from_config
+from lab.oracle.from_transformers import layer_type, spec_from_config
 from snippets.mla import MLASpec
 
 __all__ = [

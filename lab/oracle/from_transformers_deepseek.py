@@ -1,6 +1,6 @@
 """DeepSeek-V3.2, GLM-5 and Mistral 4 layers (transformers) as the guide's MLA variants.
 
-    layer = load_attention(model, i)     # lab/from_transformers.py dispatches here
+    layer = load_attention(model, i)     # lab/oracle/from_transformers.py dispatches here
     layers = load_attentions(model)      # every layer, GLM-5's shared choices wired
 
 - deepseek_v32 and glm_moe_dsa ("indexed_attention" layers): a
@@ -57,7 +57,7 @@ def _module(model: nn.Module, index: int) -> nn.Module:
 
 
 def _mla(model: nn.Module, index: int, base):
-    """The plain MLA spec and layer, as lab/from_transformers.py loads DeepSeek-V3's."""
+    """The plain MLA spec and layer, as lab/oracle/from_transformers.py loads DeepSeek-V3's."""
     spec = base.mla_spec(model.config)
     return spec, base.load_mla(_module(model, index), spec, model.config)
 
@@ -215,7 +215,7 @@ def wire(layers: list) -> list:
 
 
 def loaders(**base) -> dict:
-    """Loaders by layer type or by model_type, for lab/from_transformers.py's
+    """Loaders by layer type or by model_type, for lab/oracle/from_transformers.py's
     LAYER_LOADERS. base: its mla_spec, load_mla, layer_type and rope_spec (passed
     in, as that module imports this one)."""
     base = SimpleNamespace(**base)

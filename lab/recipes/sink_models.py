@@ -1,7 +1,7 @@
 """The models of lab/streaming.py: the guide's GPT trained on Bigram-Backcopy.
 
-    OMP_NUM_THREADS=1 python -m lab.sink_models --commit-trained  # seed 0's, data/trained/
-    python -m lab.sink_models --commit-trained --dry-run  # what that would write: no training
+    OMP_NUM_THREADS=1 python -m lab.recipes.sink_models --commit-trained  # into data/trained/
+    python -m lab.recipes.sink_models --commit-trained --dry-run  # what it would write
 
 Plain softmax, learned sink logits (gpt-oss) and a sigmoid output gate (Qiu et al.
 2025), from the same start on the same batches. Seed 0's are cached by
@@ -136,5 +136,5 @@ def commit_trained() -> list[Path]:
 
 if __name__ == "__main__":
     raise SystemExit(
-        model_cache.main(sys.argv[1:], commit_trained, committed_runs, "lab.sink_models")
+        model_cache.main(sys.argv[1:], commit_trained, committed_runs, "lab.recipes.sink_models")
     )

@@ -13,7 +13,7 @@ import functools
 import hashlib
 from pathlib import Path
 
-from lab.common import ROOT
+from lab.shared.common import ROOT
 
 PACKAGES = ("snippets", "lab")  # the project's own code; any other import is a package's
 
@@ -28,28 +28,28 @@ def imported_modules(roots: list[Path], root: Path = ROOT, leave_out=()) -> set[
         if path in seen or not path.is_file() or path.resolve() in skipped:
             continue
         seen.add(path)
-        for package, module in _project_imports(path.read_text(encoding="utf-8")):
-            todo.append(root / package / f"{module}.py")
-    return {p for p in seen if p.parent.name in PACKAGES and p.parent.parent == root}
+        for name in _project_imports(path.read_text(encoding="utf-8")):
+            # lab.shared.common is lab/shared/common.py; a name that is no module file
+            # (a function imported from one, a package's __init__) leads nowhere.
+            todo.append(root.joinpath(*name.split(".")).with_suffix(".py"))
+    return {p for p in seen if p.relative_to(root).parts[0] in PACKAGES}
 
 
 @functools.cache  # by the source text: an edited module is read anew
-def _project_imports(source: str) -> tuple[tuple[str, str], ...]:
-    """(package, module) of each import of the project's packages in `source`."""
+def _project_imports(source: str) -> tuple[str, ...]:
+    """The dotted names of the project's packages that `source` imports: a module
+    (lab.shared.common), or with `from x import y` also each x.y, which is a module
+    when x is a package (from lab.shared import common)."""
     found = []
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.ImportFrom):
-            names = [node.module or ""]
-            if node.module in PACKAGES:  # from snippets import attention
-                names = [f"{node.module}.{alias.name}" for alias in node.names]
+            base = node.module or ""
+            names = [base] + [f"{base}.{alias.name}" for alias in node.names]
         elif isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
         else:
             continue
-        for name in names:
-            package, _, module = name.partition(".")
-            if package in PACKAGES and module:
-                found.append((package, module.split(".")[0]))
+        found += [name for name in names if name.partition(".")[0] in PACKAGES]
     return tuple(found)
 
 

@@ -1,6 +1,6 @@
 """Gemma 4 (text) in the oracle: what its config says each layer is, as spec fields.
 
-lab/from_transformers.py builds every family's AttentionSpec the same way and
+lab/oracle/from_transformers.py builds every family's AttentionSpec the same way and
 asks this module for what Gemma 4 changes (gemma4_fields); its weight loader
 handles the three layouts that follow from those fields (K=V, a layer without
 k and v, proportional RoPE's pairs). The facts, from transformers 5.23's

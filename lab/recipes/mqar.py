@@ -1,7 +1,7 @@
 """Training a small GPT on multi-query associative recall (MQAR), and scoring its recall.
 
-The one MQAR recipe of the guide's experiments (lab/kv_heads_models.py: key/value
-heads; lab/beyond_softmax_recall.py: softmax, Gated DeltaNet and hybrid blocks), and
+The one MQAR recipe of the guide's experiments (lab/recipes/kv_heads_models.py: key/value
+heads; lab/parts/beyond_softmax_recall.py: softmax, Gated DeltaNet and hybrid blocks), and
 the one the trained-model cache (lab/model_cache.py) trains its MQAR models with.
 
 The recipe, for 2 to 4 layers on one CPU thread: rows of snippets.tasks.mqar with a
@@ -111,7 +111,7 @@ def train_mqar(run: MqarRun, make=None) -> tuple[GPT, list[float]]:
     """Train run's model; return it (in eval mode) and its loss every 50 steps.
 
     make: what builds the model from run once the seed is set (None: build; an
-    experiment whose models differ passes its own, as lab/kv_heads_models.py does)."""
+    experiment whose models differ passes its own, as lab/recipes/kv_heads_models.py does)."""
     torch.manual_seed(run.seed)
     model = (make or build)(run)
     optimizer = torch.optim.AdamW(
@@ -146,7 +146,7 @@ def recall(model: GPT, run: MqarRun, pairs: int, rows: int) -> float:
     return (logits.argmax(-1) == targets)[asked].float().mean().item()
 
 
-# The beyond-softmax page's GPTs (lab/beyond_softmax_recall.py): 4 blocks each, the
+# The beyond-softmax page's GPTs (lab/parts/beyond_softmax_recall.py): 4 blocks each, the
 # same but for their token mixers. The hybrid is Qwen3-Next's pattern, three Gated
 # DeltaNet blocks then one softmax block (3 : 1). A Gated DeltaNet block has the
 # softmax block's heads and widths, LINEAR_STATE = (heads, D) = (8, 4): a state of

@@ -14,7 +14,7 @@ or add_jobs(parser, N)): models trained at once, each in a process of its own
 
 A new experiment, lab/my_page.py:
 
-    from lab import experiment
+    from lab.shared import experiment
 
     def main(argv=None) -> int:
         cmd = experiment.Command("lab.my_page", __doc__)
@@ -27,7 +27,7 @@ A new experiment, lab/my_page.py:
         return 0
 
 experiment.describe_machine(data) prints a result's machine for a page;
-lab.common.note_load_after(header) adds the load average after the run.
+lab.shared.common.note_load_after(header) adds the load average after the run.
 A command with subcommands (`python -m lab.masks cost`) is made with
 Command(..., subcommands=True) and cmd.subcommand(name, help) for each: that
 returns the subcommand's parser, with the three options; args.command names it.
@@ -39,9 +39,9 @@ from pathlib import Path
 
 import torch
 
-from lab.common import command_line, result_header, write_json, write_text
-from lab.paths import ARTIFACTS, RESULTS_DIR
-from lab.style import save_svg
+from lab.shared.common import command_line, result_header, write_json, write_text
+from lab.shared.paths import ARTIFACTS, RESULTS_DIR
+from lab.shared.style import save_svg
 
 
 def progress(message: str) -> None:

@@ -6,12 +6,12 @@
 returns what `model.model.layers[layer_index].self_attn` returns (its first
 output) for the hidden states it receives. Families: Llama (with Llama 3's RoPE
 scaling), Mistral, Qwen3, Gemma 2, Gemma 3 (text), gpt-oss, DeepSeek-V3
-(MLA), Llama 4 (text), Qwen3-Next, Gemma 4 (text, lab/from_transformers_gemma.py),
+(MLA), Llama 4 (text), Qwen3-Next, Gemma 4 (text, lab/oracle/from_transformers_gemma.py),
 DeepSeek-V3.2 and GLM-5 (MLA with DSA's indexer), Mistral 4 (MLA with a query
 temperature), Mistral Large 4 (DSA with a temperature learned per head, NoPE layers and
 layers reading an earlier layer's latents) and DeepSeek-V4 (its compressed layers;
-lab/from_transformers_deepseek.py), Kimi K2.5 (its text model, DeepSeek-V3's),
-Kimi Linear, Qwen3.5 and MiniMax (their linear layers: lab/linear_from_transformers.py),
+lab/oracle/from_transformers_deepseek.py), Kimi K2.5 (its text model, DeepSeek-V3's),
+Kimi Linear, Qwen3.5 and MiniMax (their linear layers: lab/oracle/linear_from_transformers.py),
 the Mamba2 hybrids Nemotron-H, Granite 4 and Falcon-H1 (their Mamba2 mixers there too;
 Falcon-H1's attention beside them with part="self_attn", its key multiplier folded in),
 and, on the same pieces, Olmo 3, SmolLM3, Seed-OSS, Apertus, EXAONE 4 (EXAONE 4.5's text
@@ -39,11 +39,11 @@ from collections.abc import Callable
 import torch
 import torch.nn as nn
 
-from lab.from_transformers_deepseek import large4_spec, text_model, wire
-from lab.from_transformers_deepseek import loaders as deepseek_loaders
-from lab.from_transformers_gemma import FAMILY as GEMMA4
-from lab.from_transformers_gemma import gemma4_fields
-from lab.linear_from_transformers import load_linear_attention
+from lab.oracle.from_transformers_deepseek import large4_spec, text_model, wire
+from lab.oracle.from_transformers_deepseek import loaders as deepseek_loaders
+from lab.oracle.from_transformers_gemma import FAMILY as GEMMA4
+from lab.oracle.from_transformers_gemma import gemma4_fields
+from lab.oracle.linear_from_transformers import load_linear_attention
 from snippets.configurable import AttentionSpec, ConfigurableAttention
 from snippets.mla import LatentAttention, MLASpec
 from snippets.rope_scaling import SCALINGS, RopeSpec
@@ -81,19 +81,19 @@ FAMILIES = {
     "kimi_linear": "adjacent",  # MLA without RoPE: no pairs to reorder
     "minimax": "half",  # its softmax layers; the others are lightning attention
     "qwen3_5_text": "half",  # Qwen3-Next's layers; text positions make its mRoPE plain RoPE
-    # MLA as DeepSeek-V3's; the indexer's pairs: lab/from_transformers_deepseek.py
+    # MLA as DeepSeek-V3's; the indexer's pairs: lab/oracle/from_transformers_deepseek.py
     "deepseek_v32": "adjacent",
     "glm_moe_dsa": "adjacent",
     "mistral4": "adjacent",  # rope_interleave=True, its default
-    "deepseek_v4": "adjacent",  # its own layer: lab/from_transformers_deepseek.py
+    "deepseek_v4": "adjacent",  # its own layer: lab/oracle/from_transformers_deepseek.py
     "mistral_large4_text": "adjacent",  # interleaved, as DeepSeek's: the same file
     "kimi_k25": "adjacent",  # its text model is DeepSeek-V3's (text_model() takes it)
     # Mamba2 hybrids: their attention layers (NoPE in Nemotron-H; Granite 4's as its
-    # position_embedding_type says); their Mamba2 mixers: lab/linear_from_transformers.py
+    # position_embedding_type says); their Mamba2 mixers: lab/oracle/linear_from_transformers.py
     "nemotron_h": "half",
     "granitemoehybrid": "half",
     "falcon_h1": "half",  # every layer "hybrid": Mamba2 and attention side by side (PARTS)
-    "glm5_next_text": "adjacent",  # NoPE MLA; KDA layers: lab/linear_from_transformers.py
+    "glm5_next_text": "adjacent",  # NoPE MLA; KDA layers: lab/oracle/linear_from_transformers.py
 }
 # A parallel hybrid layer's mixers, load_attention's `part`: the first loads by default.
 PARTS = {"hybrid": ("mamba", "self_attn")}

@@ -3,7 +3,7 @@
 Standard library only at import time (torch is imported inside machine_info), so
 that the build's hooks can import it without paying for a torch import.
 
-- paths: ROOT and the folders under it, from lab/paths.py (pages import them here);
+- paths: ROOT and the folders under it, from lab/shared/paths.py (pages import them here);
 - machine_info(): where a measurement was made, one set of keys for every tool;
 - result_header(): the first fields of every committed result file;
 - atomic_write() and write_json(): files a reader never sees half-written.
@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 # Re-exported: pages and tests import the paths from here.
-from lab.paths import ARTIFACTS, CACHE, DOCS, RESULTS_DIR, ROOT, TRAINING_RESULTS  # noqa: F401
+from lab.shared.paths import ARTIFACTS, CACHE, DOCS, RESULTS_DIR, ROOT, TRAINING_RESULTS  # noqa: F401
 
 
 def machine_info() -> dict:

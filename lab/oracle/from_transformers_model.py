@@ -5,7 +5,7 @@
     generate(gpt, ids, 20, greedy=True)  # hf_model.generate(ids, do_sample=False, ...)
 
 The dense families: Llama (3), Qwen3, Gemma 3 (text), Olmo 3 and SmolLM3. Every
-layer's attention is lab/from_transformers.py's (its spec from the config, its
+layer's attention is lab/oracle/from_transformers.py's (its spec from the config, its
 weights with the RoPE pairs reordered); around it, a BlockSpec
 (snippets/blocks.py) from the config: the norms (Gemma's four per block and its
 scales stored as w - 1, Olmo's after each sublayer only), the gated MLP
@@ -20,7 +20,7 @@ are (their dtype and device): a real checkpoint is not held twice.
 import torch
 import torch.nn as nn
 
-from lab.from_transformers import load_attention, spec_from_config
+from lab.oracle.from_transformers import load_attention, spec_from_config
 from snippets.blocks import BlockSpec
 from snippets.model import GPT, GPTConfig
 
@@ -121,7 +121,7 @@ def load_model(model: nn.Module) -> GPT:
 
 @torch.no_grad()
 def sharpen(model: nn.Module, seed: int = 0) -> nn.Module:
-    """A tiny random model's weights outside attention redrawn (lab.tiny_models'
+    """A tiny random model's weights outside attention redrawn (lab.oracle.tiny_models'
     perturb draws the attention's): token vectors of rms about 1, projections of
     std 1 / sqrt(fan-in), norm scales about their stored start. At the default
     init (std 0.02) the logits are nearly uniform, and a wrong MLP or norm still

@@ -4,9 +4,9 @@ The attention-cost page prints these from docs/assets/results/attention-cost.jso
 and attention-overhead.json; `python -m lab.figures` redraws the figures.
 """
 
-from lab.attention_cost_runs import MODE_LABELS, MODES
-from lab.experiment import describe_machine
-from lab.style import FIGURE_WIDTH, growth_axes, pyplot, svg_text
+from lab.parts.attention_cost_runs import MODE_LABELS, MODES
+from lab.shared.experiment import describe_machine
+from lab.shared.style import FIGURE_WIDTH, growth_axes, pyplot, svg_text
 from snippets.attention_cost import VARIANT_LABELS, VARIANTS
 
 # ------------------------------------------------------------------ tables
@@ -188,7 +188,7 @@ BUSY = 0.1  # above this share of the CPU taken by others, a time is drawn hollo
 
 def cost_figure(data: dict, what: str):
     """Time or peak memory against T, log-log, forward above forward+backward
-    (a result of `python -m lab.attention_cost attention`): stacked, at lab.style's
+    (a result of `python -m lab.attention_cost attention`): stacked, at lab.shared.style's
     width, so that the text is legible on a phone.
 
     Args:

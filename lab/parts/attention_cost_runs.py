@@ -2,7 +2,7 @@
 
 run_attention times and profiles every implementation of snippets/attention_cost.py
 over T and head counts; run_overhead times CausalSelfAttention.forward against the
-same ops inline. `python -m lab.attention_cost` runs them; lab/attention_cost_tables.py
+same ops inline. `python -m lab.attention_cost` runs them; lab/parts/attention_cost_tables.py
 reads their results. Shape letters: B batch, T sequence length, C channels, H heads,
 D head size.
 """
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from lab.experiment import progress, randn
+from lab.shared.experiment import progress, randn
 from snippets.attention import CausalSelfAttention
 from snippets.attention_cost import (
     FORWARD_ONLY,

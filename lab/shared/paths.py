@@ -6,7 +6,7 @@ harness read these paths without paying for a torch import.
 
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]  # the repository
+ROOT = Path(__file__).resolve().parents[2]  # the repository
 DOCS = ROOT / "docs"
 RESULTS_DIR = DOCS / "assets" / "results"  # committed result files and figures
 TRAINING_RESULTS = RESULTS_DIR / "training"

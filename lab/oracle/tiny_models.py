@@ -13,7 +13,7 @@ which wrong layers still agree: perturb() makes attention sharp.
 import torch
 import torch.nn as nn
 
-from lab.tiny_configs import AUTO, COMMON, NOT_AUTO, TINY, WINDOW
+from lab.oracle.tiny_configs import AUTO, COMMON, NOT_AUTO, TINY, WINDOW
 
 __all__ = [
     "TINY",

@@ -3,13 +3,13 @@
 Each function reads the committed result files of `python -m lab.attention_cost`
 (attention-cost.json, attention-overhead.json, attention-cost-control/) and returns the
 Markdown of one result on docs/attention-cost.md, built on the text tables of
-lab/attention_cost_tables.py; page_values() holds the numbers of the page's prose.
+lab/parts/attention_cost_tables.py; page_values() holds the numbers of the page's prose.
 """
 
 from __future__ import annotations
 
-from lab.attention_cost_runs import FORWARD_ONLY, MODE_LABELS, MODES
-from lab.attention_cost_tables import (
+from lab.parts.attention_cost_runs import FORWARD_ONLY, MODE_LABELS, MODES
+from lab.parts.attention_cost_tables import (
     compile_table,
     describe_run,
     describe_settings,
@@ -18,8 +18,8 @@ from lab.attention_cost_tables import (
     overhead_table,
     time_table,
 )
-from lab.experiment import describe_machine
-from lab.result_pages import from_text, load, markdown_table, measured_note, value_table
+from lab.shared.experiment import describe_machine
+from lab.shared.result_pages import from_text, load, markdown_table, measured_note, value_table
 from snippets.attention_cost import VARIANT_LABELS, VARIANTS
 
 EARLIER_NAME = "`lab.bench` is the earlier name of `lab.attention_cost`"

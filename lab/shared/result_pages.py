@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import re
 
-from lab.paths import RESULTS_DIR
+from lab.shared.paths import RESULTS_DIR
 
 _NUMBER = re.compile(r"^-?$|^[-+x~±]?[\d,.]+(e[-+]?\d+)?\s*%?$|^n/a$|^\?$")
 NOTE_TITLE = "How this was measured"

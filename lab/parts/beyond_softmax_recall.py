@@ -3,11 +3,11 @@
     python -m lab.beyond_softmax recall            # docs/assets/results/beyond-softmax-recall.json
     python -m lab.beyond_softmax recall --quick    # seconds: seed 0 of each, from the model cache
 
-Three GPTs of 4 blocks, the same but for their token mixers (lab/mqar.py's BLOCKS):
+Three GPTs of 4 blocks, the same but for their token mixers (lab/recipes/mqar.py's BLOCKS):
 every block softmax attention (ALiBi); every block Gated DeltaNet, with the softmax
 block's heads and widths and so a fixed state of 8 heads of 4 x 4 numbers; and the
 hybrid of Qwen3-Next, three Gated DeltaNet blocks then one softmax block (3 : 1).
-Each is trained by lab/mqar.py's recipe (600 steps of 256 rows, no curriculum) on
+Each is trained by lab/recipes/mqar.py's recipe (600 steps of 256 rows, no curriculum) on
 multi-query associative recall (MQAR: pairs "key value", later pairs repeat an earlier
 key, whose value must be recalled) with rows of 1 .. 12 distinct keys, then scored at
 fixed numbers of pairs: the share of repeated keys whose value the model's top guess
@@ -29,10 +29,10 @@ import time
 
 import torch
 
-from lab import experiment
-from lab.common import RESULTS_DIR, note_load_after, result_header
-from lab.experiment import count, progress
-from lab.mqar import BLOCKS, BLOCKS_CACHED, blocks_run, recall
+from lab.recipes.mqar import BLOCKS, BLOCKS_CACHED, blocks_run, recall
+from lab.shared import experiment
+from lab.shared.common import RESULTS_DIR, note_load_after, result_header
+from lab.shared.experiment import count, progress
 from snippets.linear_attention import gated_delta_recurrent
 
 RECALL_FILE = RESULTS_DIR / "beyond-softmax-recall.json"
@@ -51,7 +51,7 @@ FULL = {
     "workers": 2,
     "variants": list(VARIANTS),
 }
-QUICK = {  # the cached seed-0 models (lab/mqar.py's BLOCKS_CACHED)
+QUICK = {  # the cached seed-0 models (lab/recipes/mqar.py's BLOCKS_CACHED)
     "seeds": 1,
     "eval_pairs": [2, 12],
     "eval_rows": 128,
@@ -62,7 +62,7 @@ QUICK = {  # the cached seed-0 models (lab/mqar.py's BLOCKS_CACHED)
 
 def one_run(job: tuple) -> dict:
     """Train (or load) one (variant, seed) and score it: {pairs: recall}."""
-    from lab.model_cache import trained_mqar  # the cache imports lab.mqar, not this
+    from lab.model_cache import trained_mqar  # the cache imports lab.recipes.mqar, not this
 
     settings, variant, seed = job
     torch.set_num_threads(1)
@@ -99,7 +99,7 @@ def run(settings: dict, command: str) -> dict:
     return {
         **header,
         "settings": settings,
-        # lab/mqar.py's recipe; linear_state: (heads, D) of every Gated DeltaNet block
+        # lab/recipes/mqar.py's recipe; linear_state: (heads, D) of every Gated DeltaNet block
         "training": {
             k: v
             for k, v in blocks_run("hybrid").recipe().items()
@@ -201,7 +201,7 @@ def predictions(data: dict) -> str:
 def recall_figure(data: dict):
     """Recall against the number of pairs, a line per variant (the median over the
     seeds), every seed a dot, and a guess among the row's values."""
-    from lab.style import COLORS, FIGURE_WIDTH, INK, pyplot
+    from lab.shared.style import COLORS, FIGURE_WIDTH, INK, pyplot
 
     plt = pyplot(FIGURE_WIDTH)
     pairs = data["settings"]["eval_pairs"]
@@ -251,7 +251,7 @@ def settings_from(args) -> dict:
 def recall_result() -> str:
     """Median recall (lowest-highest seed), a row per number of pairs, a column per
     variant; Zoology's predictions beside the measurement; how the run was made."""
-    from lab.result_pages import load, markdown_table, measured_note
+    from lab.shared.result_pages import load, markdown_table, measured_note
 
     data = load("beyond-softmax-recall.json")
     rows = []

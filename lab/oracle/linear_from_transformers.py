@@ -9,7 +9,7 @@ re-cut: transformers fuses q, k, v and the output gate z into one projection
 (in_proj_qkvz), grouped per key head, and beta's and the decay's inputs into
 another (in_proj_ba); the guide keeps one Linear each.
 
-lab/from_transformers.py's load_attention, the loader of every layer type, hands
+lab/oracle/from_transformers.py's load_attention, the loader of every layer type, hands
 "linear_attention" layers to this one (its LAYER_LOADERS).
 Kimi Linear's "linear_attention" layers are Kimi Delta Attention (snippets/kda.py),
 loaded by load_kda: the same q, k, v projections and convolution, the decay's and
