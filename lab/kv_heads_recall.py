@@ -6,7 +6,7 @@
 The same small GPT (2 layers, 4 query heads of D = 16, width 64, ALiBi) four times,
 differing only in how many key/value heads its attention keeps: MHA 4, GQA 2, MQA 1,
 and MLA with a latent of 2 x D = 32 numbers (as many cached numbers as MQA). Each is
-trained on MQAR rows of 1..12 pairs (lab/mqar.py's recipe) from several seeds and
+trained on MQAR rows of 1..12 pairs (lab/recipes/mqar.py's recipe) from several seeds and
 scored at each number of pairs. The only path from a pair to the key that asks for
 it is attention, and what a position offers it is what the cache keeps of it:
 G x D numbers of key and as many of value (MHA 64 each, MQA 16) or MLA's latent.
@@ -23,11 +23,11 @@ import statistics
 import sys
 import time
 
-from lab.common import RESULTS_DIR, note_load_after
-from lab.experiment import Command, count, progress
-from lab.kv_heads_models import CACHED, VARIANTS, D, build, run_of
-from lab.mqar import MqarRun, recall, train_mqar
-from lab.style import COLORS, FIGURE_WIDTH, INK, pyplot
+from lab.recipes.kv_heads_models import CACHED, VARIANTS, D, build, run_of
+from lab.recipes.mqar import MqarRun, recall, train_mqar
+from lab.shared.common import RESULTS_DIR, note_load_after
+from lab.shared.experiment import Command, count, progress
+from lab.shared.style import COLORS, FIGURE_WIDTH, INK, pyplot
 
 RESULT_FILE = RESULTS_DIR / "kv-heads-recall.json"
 FIGURE = RESULTS_DIR / "kv-heads-recall.svg"
@@ -51,8 +51,8 @@ TRIALS_SCHEMA = "attention-guide/kv-heads-recall-trials/1"
 _MLA = run_of("MLA")
 # What was tried before the sizes and the latent norm of the runs above (--trials):
 # seed-0 runs of the same recipe, each changed as its name says; True: built as the
-# full runs are (lab.kv_heads_models.build), False: MLA's latent not normalised, as
-# the guide's layer has it (lab.mqar.build).
+# full runs are (lab.recipes.kv_heads_models.build), False: MLA's latent not normalised, as
+# the guide's layer has it (lab.recipes.mqar.build).
 TRIALS = {
     "MQA, 8 heads of D = 4 (width 32)": (
         dataclasses.replace(run_of("MQA"), n_embed=32, n_head=8), True),
@@ -289,7 +289,7 @@ def _spread(runs: list[float]) -> str:
 def result() -> str:
     """Mean recall (lowest-highest seed), a row per number of pairs, a column per variant
     with what its cache keeps; a guess's score beside them; how the run was made."""
-    from lab.result_pages import load, markdown_table, measured_note
+    from lab.shared.result_pages import load, markdown_table, measured_note
 
     data = load(RESULT_FILE.name)
     variants = data["variants"]
@@ -326,9 +326,8 @@ def result() -> str:
 def values() -> dict[str, str]:
     """The numbers of the page's prose: each variant's mean and seed range at each number
     of pairs (mha_2, mha_2_low, mha_2_high, ...); the lowest seed of all at 2 pairs; from
-    how many pairs on every MLA seed is below every GQA seed; the one pair count where
-    MLA's seeds are all below MQA's, with MLA's best and MQA's worst seed there."""
-    from lab.result_pages import load, value_table
+    how many pairs on every MLA seed is below every GQA seed."""
+    from lab.shared.result_pages import load, value_table
 
     data = load(RESULT_FILE.name)
     runs = data["variants"]
@@ -341,17 +340,13 @@ def values() -> dict[str, str]:
     lowest = min(min(r["recall"]["2"]) for r in runs.values())
     out["lowest_2"] = f"{math.floor(lowest * 100) / 100:.2f}"  # "or more": rounded down
     out["mla_below_gqa_from"] = str(below_from(data, "MLA", "GQA"))
-    (p,) = [p for a, b, p in separated(data) if (a, b) == ("MLA", "MQA")]
-    out["mla_below_mqa_at"] = str(p)
-    out["mla_best_there"] = f"{max(runs['MLA']['recall'][str(p)]):.3f}"
-    out["mqa_worst_there"] = f"{min(runs['MQA']['recall'][str(p)]):.3f}"
     return value_table(out)
 
 
 def trials_result() -> str:
     """What was tried first (TRIALS): a row per trial, its recall at two and at the most
     pairs, and a guess's; how the trials were run."""
-    from lab.result_pages import load, markdown_table, measured_note
+    from lab.shared.result_pages import load, markdown_table, measured_note
 
     data = load(TRIALS_FILE.name)
     most = str(max(data["settings"]["eval_pairs"]))

@@ -172,6 +172,34 @@ def verdicts(data: dict) -> dict:
     }
 
 
+def page_values(data: dict) -> dict[str, str]:
+    """The numbers of the page's verdicts: each variant's median at the fewest and the most
+    pairs (linear_2, linear_12) and its seeds' range at the most (linear_12_low, ..._high);
+    linear-only's fall in median; for the seeds of softmax-only that learned, their range
+    at the most pairs and their mean fall from the fewest; the hybrid minus softmax-only's
+    median at the most."""
+    pairs = data["settings"]["eval_pairs"]
+    few, most = str(pairs[0]), str(pairs[-1])
+    runs = {v: r["recall"] for v, r in data["variants"].items()}
+    out = {}
+    for v, r in runs.items():
+        out[f"{v}_{few}"] = f"{statistics.median(r[few]):.2f}"
+        out[f"{v}_{few}_low"] = f"{min(r[few]):.2f}"
+        out[f"{v}_{most}"] = f"{statistics.median(r[most]):.2f}"
+        out[f"{v}_{most}_low"] = f"{min(r[most]):.2f}"
+        out[f"{v}_{most}_high"] = f"{max(r[most]):.2f}"
+    v = verdicts(data)
+    out["linear_fall"] = f"{-v['linear_fall']:.2f}"
+    kept = [i for i, ok in enumerate(learned(data, "softmax")) if ok]
+    at_most = [runs["softmax"][most][i] for i in kept]
+    out["softmax_learned_low"] = f"{min(at_most):.2f}"
+    out["softmax_learned_high"] = f"{max(at_most):.2f}"
+    falls = [runs["softmax"][few][i] - runs["softmax"][most][i] for i in kept]
+    out["softmax_learned_fall"] = f"{statistics.mean(falls):.2f}"
+    out["hybrid_minus_softmax"] = f"{v['hybrid_minus_softmax']:.2f}"
+    return out
+
+
 def predictions(data: dict) -> str:
     """Zoology's predictions beside what the committed run measured."""
     pairs = data["settings"]["eval_pairs"]
@@ -246,6 +274,13 @@ def settings_from(args) -> dict:
 
 # ------------------------------------------------------------------ the page's results
 # Rendered into docs/beyond-softmax.md by the build (hooks/results.py) from the result file.
+
+
+def recall_values() -> dict[str, str]:
+    """page_values of the committed run, for the page's prose."""
+    from lab.shared.result_pages import load, value_table
+
+    return value_table(page_values(load("beyond-softmax-recall.json")))
 
 
 def recall_result() -> str:

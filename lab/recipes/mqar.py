@@ -16,14 +16,13 @@ repeated keys whose value is the model's top guess.
 """
 
 import dataclasses
-import math
 
 import torch
 
 from snippets.linear_attention import GatedDeltaNet
 from snippets.model import GPT, GPTConfig
 from snippets.tasks import IGNORE, mqar
-from snippets.train import fit
+from snippets.train import fit, lr_at
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,16 +96,6 @@ def repeated_keys(tokens: torch.Tensor) -> torch.Tensor:
     return out
 
 
-def mqar_lr(run: MqarRun, step: int) -> float:
-    """The MQAR recipe's learning rate: a linear warm-up times a cosine from lr
-    down to lr / 10 over the whole run (snippets.train.lr_at starts its cosine
-    after the warm-up; the committed MQAR models and results are trained with
-    this one)."""
-    warm = min(1.0, (step + 1) / run.warmup)
-    cosine = 0.5 * (1 + math.cos(math.pi * step / run.steps))
-    return run.lr * warm * (0.1 + 0.9 * cosine)
-
-
 def train_mqar(run: MqarRun, make=None) -> tuple[GPT, list[float]]:
     """Train run's model; return it (in eval mode) and its loss every 50 steps.
 
@@ -126,9 +115,10 @@ def train_mqar(run: MqarRun, make=None) -> tuple[GPT, list[float]]:
         )  # fmt: skip
         return [(tokens, torch.where(repeated_keys(tokens), targets, IGNORE))]
 
+    schedule = (run.lr, run.lr / 10, run.warmup, run.steps)  # a cosine to lr / 10
     losses = []
     for done, _, loss, _ in fit(
-        model, optimizer, batch, lambda i: mqar_lr(run, i), range(run.steps), 1.0
+        model, optimizer, batch, lambda i: lr_at(i, *schedule), range(run.steps), 1.0
     ):
         if (done - 1) % 50 == 0 or done == run.steps:
             losses.append(round(loss, 4))

@@ -1,4 +1,4 @@
-"""Tests for lab/kv_heads_recall.py and lab/mqar.py: MQAR recall of MHA, GQA, MQA and MLA.
+"""Tests for lab/kv_heads_recall.py and lab/recipes/mqar.py: MQAR recall of MHA, GQA, MQA and MLA.
 
 The quick run scores the cached seed-0 MHA and MQA models (lab/model_cache.py) and
 checks the sign of the effect; the committed result is checked for what the page
@@ -10,8 +10,8 @@ import statistics
 import torch
 
 from lab import kv_heads_recall as experiment
-from lab.kv_heads_models import VARIANTS, build, run_of
-from lab.mqar import MqarRun, repeated_keys
+from lab.recipes.kv_heads_models import VARIANTS, build, run_of
+from lab.recipes.mqar import MqarRun, repeated_keys
 from snippets.generate import KVCache
 from snippets.tasks import mqar
 
@@ -42,7 +42,7 @@ def test_the_variants_differ_only_in_their_key_value_heads():
 
 
 def test_mla_normalises_its_latent_and_its_cache_keeps_the_normalised_one():
-    """lab.kv_heads_models.build puts DeepSeek-V2's RMSNorm after MLA's down-projection; the
+    """lab.recipes.kv_heads_models.build puts DeepSeek-V2's RMSNorm after MLA's down-projection; the
     cached (absorbed) path reads the same latents as the whole forward pass."""
     torch.manual_seed(0)
     model = build(run_of("MLA"))
@@ -94,10 +94,9 @@ def test_committed_result_is_the_full_run():
         assert min(r["recall"]["2"]) > 0.9, (name, r["recall"]["2"])
     assert experiment.FIGURE.is_file()
     # The page's reading of it: MHA, GQA and MQA within noise at every number of pairs;
-    # MLA's mean the lowest from 4 pairs on, below every GQA seed from 6 pairs on and
-    # below every MQA seed at 12 pairs only; within noise of MHA at every count.
-    assert {(a, b) for a, b, _ in experiment.separated(data)} == {("MLA", "GQA"), ("MLA", "MQA")}
-    assert [p for a, b, p in experiment.separated(data) if b == "MQA"] == [12]
+    # MLA's mean the lowest from 4 pairs on, below every GQA seed from 6 pairs on; within
+    # noise of MQA and of MHA at every count.
+    assert {(a, b) for a, b, _ in experiment.separated(data)} == {("MLA", "GQA")}
     assert experiment.below_from(data, "MLA", "GQA") == 6
     for p in pairs[pairs.index("4") :]:
         means = {v: statistics.mean(r["recall"][p]) for v, r in data["variants"].items()}
