@@ -30,7 +30,7 @@ from lab.shared.paths import RESULTS_DIR
 from snippets.configurable import AttentionSpec, ConfigurableAttention
 from snippets.induction import repeated_tokens
 from snippets.rope_scaling import RopeSpec
-from snippets.train import fit, lr_at
+from snippets.train import fit
 
 SCHEMA = "attention-guide/context-extension/1"
 RESULT_FILE = RESULTS_DIR / "context-extension.json"
@@ -130,7 +130,7 @@ def train(model, s: Setup, length: int, steps: int, lr: float, seed: int) -> Non
         return [(idx[:, :-1], idx[:, 1:])]
 
     # A constant rate (lr_at with min_lr = lr and no warm-up) and no clipping.
-    for _ in fit(model, optimizer, rows, lambda i: lr_at(i, lr, lr, 0, steps), range(steps), 0.0):
+    for _ in fit(model, optimizer, rows, (lr, lr, 0, steps), range(steps), 0.0):
         pass
     model.eval()
 

@@ -24,7 +24,7 @@ from snippets.generate import KVCache, generate
 from snippets.kv_heads import kv_cache_bytes
 from snippets.measure import time_interleaved
 from snippets.model import GPT, GPTConfig, parameter_count
-from snippets.train import TrainConfig, evaluate, fit, lr_at, make_optimizer
+from snippets.train import TrainConfig, evaluate, fit, make_optimizer
 from snippets.train_data import (
     MARKOV,
     load_corpus,
@@ -79,7 +79,7 @@ def train_one(train: TrainConfig, config: GPTConfig, corpus, val) -> tuple[GPT, 
     schedule = (train.lr, train.min_lr, train.warmup_steps, train.steps)
     for _ in fit(
         model, optimizer, lambda: micro_batches(corpus.train, train, batches),
-        lambda i: lr_at(i, *schedule), range(train.steps), train.grad_clip,
+        schedule, range(train.steps), train.grad_clip,
     ):  # fmt: skip
         pass
     loss = evaluate(model, *val, train.batch_size)

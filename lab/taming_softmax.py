@@ -32,7 +32,7 @@ from snippets.measure import time_interleaved
 from snippets.model import GPT, GPTConfig
 from snippets.positions import apply_position
 from snippets.taming import TamedAttention, soft_cap_score_mod
-from snippets.train import fit, lr_at
+from snippets.train import fit
 
 GROWTH_FILE = RESULTS_DIR / "taming-growth.json"
 GROWTH_PLOT = RESULTS_DIR / "taming-growth.svg"
@@ -114,7 +114,7 @@ def train_one(setup: Growth, variant: str, lr: float) -> dict:
         return [(idx[:, :-1], idx[:, 1:])]
 
     schedule = (lr, lr / 10, setup.warmup_steps, setup.steps)
-    steps = fit(model, optimizer, rows, lambda i: lr_at(i, *schedule), range(setup.steps), 1.0)
+    steps = fit(model, optimizer, rows, schedule, range(setup.steps), 1.0)
     losses = [loss for _, _, loss, _ in steps]
     held_out = torch.Generator().manual_seed(setup.seed + 1)
     idx = repeated_tokens(setup.eval_batch, T + 1, V, *periods, held_out)

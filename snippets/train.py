@@ -254,18 +254,19 @@ def fit(
     model: nn.Module,
     optimizer: torch.optim.Optimizer,
     next_batches: Callable[[], Batches],
-    schedule: Callable[[int], float],
+    schedule: tuple[float, float, int, int],
     steps: range,
     grad_clip: float,
 ) -> Iterator[tuple[int, float, float, float]]:
-    """The training loop: every step of `steps` sets schedule(step) as the
-    learning rate, draws next_batches() and takes train_step.
+    """The training loop: every step of `steps` sets lr_at(step, *schedule) as
+    the learning rate, draws next_batches() and takes train_step. schedule is
+    lr_at's (max_lr, min_lr, warmup_steps, total_steps): every run has its shape.
 
     After each step it yields (steps done, lr, loss, gradient norm), so that a
     caller logs, validates or checkpoints between steps in its own for loop.
     """
     for step in steps:
-        lr = schedule(step)
+        lr = lr_at(step, *schedule)
         for group in optimizer.param_groups:
             group["lr"] = lr
         loss, norm = train_step(model, optimizer, next_batches(), grad_clip)
@@ -407,12 +408,11 @@ def train(
         history["records"].append(
             {"step": 0, "seconds": 0.0, "val_loss": round(val, 5)}
         )
-    schedule = (config.lr, config.min_lr, config.warmup_steps, config.steps)
     steps = fit(
         stepper,
         optimizer,
         lambda: micro_batches(corpus.train, config, batches, rank, world_size),
-        lambda i: lr_at(i, *schedule),
+        (config.lr, config.min_lr, config.warmup_steps, config.steps),
         range(step, last),  # the steps still to take
         config.grad_clip,
     )

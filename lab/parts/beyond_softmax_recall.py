@@ -183,9 +183,9 @@ def page_values(data: dict) -> dict[str, str]:
     runs = {v: r["recall"] for v, r in data["variants"].items()}
     out = {}
     for v, r in runs.items():
-        out[f"{v}_{few}"] = f"{statistics.median(r[few]):.2f}"
+        out[f"{v}_{few}"] = f"{median_recall(data, v, pairs[0]):.2f}"
         out[f"{v}_{few}_low"] = f"{min(r[few]):.2f}"
-        out[f"{v}_{most}"] = f"{statistics.median(r[most]):.2f}"
+        out[f"{v}_{most}"] = f"{median_recall(data, v, pairs[-1]):.2f}"
         out[f"{v}_{most}_low"] = f"{min(r[most]):.2f}"
         out[f"{v}_{most}_high"] = f"{max(r[most]):.2f}"
     v = verdicts(data)

@@ -31,7 +31,7 @@ from snippets.induction import induction_scores, uniform_induction_score
 from snippets.model import GPT, GPTConfig
 from snippets.positions import WITHOUT_TABLE
 from snippets.tasks import copy_targets, repeated_tokens
-from snippets.train import fit, lr_at, make_optimizer
+from snippets.train import fit, make_optimizer
 
 FACTORS = (1, 2, 4)  # evaluation lengths, in multiples of the training length
 PREVIOUS_THRESHOLD = 0.3  # a previous-token head: 0.3 of its look-back on t - 1
@@ -192,9 +192,7 @@ def train_one(setup: Setup, position: str, seed: int) -> tuple[dict, GPT]:
 
     schedule = (setup.lr, setup.min_lr, setup.warmup_steps, setup.steps)
     measure(0)
-    for step, *_ in fit(
-        model, optimizer, batch, lambda i: lr_at(i, *schedule), range(setup.steps), 1.0
-    ):
+    for step, *_ in fit(model, optimizer, batch, schedule, range(setup.steps), 1.0):
         if step % setup.every == 0:
             measure(step)
     model.eval()

@@ -22,7 +22,7 @@ import torch
 from snippets.linear_attention import GatedDeltaNet
 from snippets.model import GPT, GPTConfig
 from snippets.tasks import IGNORE, mqar
-from snippets.train import fit, lr_at
+from snippets.train import fit
 
 
 @dataclasses.dataclass(frozen=True)
@@ -117,9 +117,7 @@ def train_mqar(run: MqarRun, make=None) -> tuple[GPT, list[float]]:
 
     schedule = (run.lr, run.lr / 10, run.warmup, run.steps)  # a cosine to lr / 10
     losses = []
-    for done, _, loss, _ in fit(
-        model, optimizer, batch, lambda i: lr_at(i, *schedule), range(run.steps), 1.0
-    ):
+    for done, _, loss, _ in fit(model, optimizer, batch, schedule, range(run.steps), 1.0):
         if (done - 1) % 50 == 0 or done == run.steps:
             losses.append(round(loss, 4))
     return model.eval(), losses

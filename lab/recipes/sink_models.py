@@ -19,7 +19,7 @@ import torch
 from lab import model_cache
 from snippets.model import GPT, GPTConfig
 from snippets.tasks import backcopy_chain, bigram_backcopy
-from snippets.train import fit, lr_at, make_optimizer
+from snippets.train import fit, make_optimizer
 
 MODELS = {  # name -> GPTConfig fields
     "plain": {},
@@ -88,7 +88,7 @@ def train_one(setup: Setup, name: str, seed: int) -> GPT:
         return [(idx[:, :-1], idx[:, 1:])]
 
     schedule = (setup.lr, setup.lr / 10, setup.warmup_steps, setup.steps)
-    for _ in fit(model, optimizer, windows, lambda i: lr_at(i, *schedule), range(setup.steps), 1.0):
+    for _ in fit(model, optimizer, windows, schedule, range(setup.steps), 1.0):
         pass
     return model.eval()
 

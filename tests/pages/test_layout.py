@@ -48,8 +48,8 @@ def package_imports(path: Path, package: str = "lab", folder: Path | None = None
     one of its modules imports, anywhere in it (an import inside a function, or under
     `if TYPE_CHECKING:`, is still a dependency: it only hides a circle until that code runs
     or a tool reads it). Modules are named as module_names names them."""
-    folder = folder or path.parent
-    modules = set(module_names(folder).values())
+    named = module_names(folder or path.parent)
+    modules = set(named.values())
     names = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
@@ -65,7 +65,7 @@ def package_imports(path: Path, package: str = "lab", folder: Path | None = None
             head, _, inside = target.partition(".")
             if head == package and inside in modules:
                 names.add(inside)
-    names.discard(module_names(folder).get(path))
+    names.discard(named.get(path))
     return names
 
 
@@ -193,7 +193,7 @@ def test_lab_trains_only_through_the_one_loop(path):
     found = [
         f"{name} (line {line})"
         for name, line in training_steps(path.read_text(encoding="utf-8"))
-        if (path.name, name.strip('[]"= ')) not in NOT_TRAINING
+        if (path.name, name) not in NOT_TRAINING
     ]
     assert not found, (
         f"{path.relative_to(ROOT)} steps an optimizer itself: {', '.join(found)}; train with "

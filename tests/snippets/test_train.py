@@ -208,25 +208,21 @@ def test_fit_takes_each_step_at_its_scheduled_rate_and_yields_what_train_step_re
     # fit against the loop written out: the rate each step ran at, its loss and norm,
     # and the weights after, bitwise.
     rows = [(ids(4, 16, seed=s), ids(4, 16, seed=s + 100)) for s in range(5)]
-    schedule = [3e-3, 1e-3, 0.0, 2e-3, 5e-4]
+    schedule = (3e-3, 3e-4, 0, 6)  # lr_at's: a different rate at every step
     by_hand, looped = model(), model()
     optimizer = make_optimizer(by_hand, 1.0, 0.1, adamw="for-loop")
     expected = []
     for step in range(1, 5):  # a run resumed after step 0: steps 1 to 4
         for group in optimizer.param_groups:
-            group["lr"] = schedule[step]
+            group["lr"] = lr_at(step, *schedule)
         loss, norm = train_step(by_hand, optimizer, [rows[step]], 1.0)
-        expected.append((step + 1, schedule[step], loss, norm))
+        expected.append((step + 1, lr_at(step, *schedule), loss, norm))
     batches = iter(rows[1:])
     optimizer = make_optimizer(looped, 1.0, 0.1, adamw="for-loop")
-    seen = []
-
-    def rate(step):
-        seen.append(step)
-        return schedule[step]
-
-    got = list(fit(looped, optimizer, lambda: [next(batches)], rate, range(1, 5), 1.0))
-    assert seen == [1, 2, 3, 4]
+    got = list(fit(looped, optimizer, lambda: [next(batches)], schedule, range(1, 5), 1.0))
+    # the rate of step i is lr_at(i), not lr_at(i + 1): the rates all differ
+    rates = [lr_at(i, *schedule) for i in range(6)]
+    assert len(set(rates)) == 6 and [lr for _, lr, _, _ in got] == rates[1:5]
     assert got == expected
     for a, b in zip(looped.parameters(), by_hand.parameters(), strict=True):
         assert torch.equal(a, b)
@@ -243,7 +239,7 @@ def test_fit_is_lazy_a_step_is_taken_only_when_asked_for():
         drawn.append(1)
         return [(ids(4, 16), ids(4, 16, seed=2))]
 
-    steps = fit(m, make_optimizer(m, 1e-3, 0.0), batches, lambda i: 1e-3, range(3), 1.0)
+    steps = fit(m, make_optimizer(m, 1e-3, 0.0), batches, (1e-3, 1e-3, 0, 3), range(3), 1.0)
     unmoved = [torch.equal(a, b) for a, b in zip(before, m.parameters(), strict=True)]
     assert drawn == [] and all(unmoved)
     next(steps)
