@@ -69,7 +69,7 @@ def inputs(T: int, seed: int = 0) -> dict:
     gen = torch.Generator().manual_seed(seed)
     q, k, v = (torch.randn(1, H, T, D, generator=gen) for _ in range(3))
     torch.manual_seed(seed)
-    indexer = LightningIndexer(H * D, SIZES["index_heads"], SIZES["index_size"])
+    indexer = LightningIndexer(SIZES["index_heads"], H * D, SIZES["index_size"])
     x = torch.randn(1, T, H * D, generator=gen)
     with torch.no_grad():
         indices = topk_indices(indexer(x), SIZES["top_k"])

@@ -157,8 +157,8 @@ class KimiDeltaAttention(GatedDeltaNet):
     H * K or H * V); the output gate a sigmoid, not SiLU.
 
     Args:
-        n_embed: C, the width of the input and output.
         n_head: H, heads.
+        n_embed: C, the width of the input and output.
         head_k: K, the key (and query) width of a head.
         head_v: V, the value width of a head.
         rank: the width between the low-rank projections (None: head_k).
@@ -170,8 +170,8 @@ class KimiDeltaAttention(GatedDeltaNet):
 
     def __init__(
         self,
-        n_embed: int,
         n_head: int,
+        n_embed: int,
         head_k: int,
         head_v: int,
         *,
@@ -182,8 +182,8 @@ class KimiDeltaAttention(GatedDeltaNet):
         unit_eps: float = 1e-6,
     ):
         super().__init__(
-            n_embed,
             n_head,
+            n_embed,
             head_k,
             head_v,
             conv_size=conv_size,

@@ -141,8 +141,8 @@ class LightningAttention(nn.Module):
     decay. Its cache is a LinearState (the state; no convolution inputs).
 
     Args:
-        n_embed: C.
         n_head: H.
+        n_embed: C.
         head_size: D, the width of a head's query, key and value.
         slope: (H,) the heads' decay rates, >= 0 (MiniMax: ALiBi's slopes,
             scaled down with the layer's depth).
@@ -152,8 +152,8 @@ class LightningAttention(nn.Module):
 
     def __init__(
         self,
-        n_embed: int,
         n_head: int,
+        n_embed: int,
         head_size: int,
         slope: Tensor | list[float],
         *,

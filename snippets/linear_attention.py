@@ -208,8 +208,8 @@ class GatedDeltaNet(nn.Module):
     convolution. The decay per head: g = -exp(A_log) * softplus(a + dt_bias).
 
     Args:
-        n_embed: C, the width of the input and output.
         n_head: H, heads of the recurrence (value heads).
+        n_embed: C, the width of the input and output.
         head_k: K, the key (and query) width of a head.
         head_v: V, the value width of a head.
         n_k_head: heads of queries and keys (None: n_head); each is shared by
@@ -221,8 +221,8 @@ class GatedDeltaNet(nn.Module):
 
     def __init__(
         self,
-        n_embed: int,
         n_head: int,
+        n_embed: int,
         head_k: int,
         head_v: int,
         *,

@@ -162,8 +162,8 @@ class Mamba2(nn.Module):
     conv_size - 1 rows of xBC (the convolution's own inputs).
 
     Args:
-        n_embed: C.
         n_head: H.
+        n_embed: C.
         head_size: P, the width of a head's input and output.
         state_size: N, the width of B and C.
         n_groups: G, which must divide H.
@@ -178,8 +178,8 @@ class Mamba2(nn.Module):
 
     def __init__(
         self,
-        n_embed: int,
         n_head: int,
+        n_embed: int,
         head_size: int,
         state_size: int,
         *,

@@ -177,7 +177,7 @@ def make_attention(config: GPTConfig, layer: int = 0) -> nn.Module:
         return make_layer(config.layers[layer])
     if config.layer_types is not None and config.layer_types[layer] == "linear":
         heads, D = config.linear_state or (H, C // H)
-        return GatedDeltaNet(C, heads, D, D)
+        return GatedDeltaNet(heads, C, D, D)
     where = {"position": config.position, "max_length": config.max_length}
     if config.attention == "mla":
         return MultiHeadLatentAttention(H, C, T, config.kv_latent, **where)

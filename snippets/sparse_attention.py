@@ -57,12 +57,12 @@ class LightningIndexer(nn.Module):
     that finds nothing adds zero. The scale factors are those of DeepSeek's code.
 
     Args:
-        n_embed: C, the width of the input.
         n_head: I, indexer heads (64 in DeepSeek-V3.2-Exp).
+        n_embed: C, the width of the input.
         head_size: E, their width (128 there).
     """
 
-    def __init__(self, n_embed: int, n_head: int, head_size: int):
+    def __init__(self, n_head: int, n_embed: int, head_size: int):
         super().__init__()
         for name, value in (
             ("n_embed", n_embed),

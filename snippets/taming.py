@@ -248,12 +248,12 @@ class OutputGate(nn.Module):
     """The gate's logits computed from the layer's input x, as Qiu et al. 2025.
 
     Args:
-        n_embed: C.
         n_head: H.
+        n_embed: C.
         per_head: a gate per head instead of per channel.
     """
 
-    def __init__(self, n_embed: int, n_head: int, *, per_head: bool = False):
+    def __init__(self, n_head: int, n_embed: int, *, per_head: bool = False):
         super().__init__()
         self.n_head = n_head
         width = n_head if per_head else n_embed
@@ -334,7 +334,7 @@ class TamedAttention(nn.Module):
         self.sinks = nn.Parameter(torch.zeros(n_head)) if sinks else None
         self.gate = None
         if gate is not None:
-            self.gate = OutputGate(n_embed, n_head, per_head=gate == "head")
+            self.gate = OutputGate(n_head, n_embed, per_head=gate == "head")
 
     def project(self, x: torch.Tensor):
         """x (B, T, C) -> q, k, v (B, H, T, D), normalised, not yet rotated."""

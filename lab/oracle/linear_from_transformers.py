@@ -84,8 +84,8 @@ def load_kda(config, theirs) -> KimiDeltaAttention:
         (KimiDeltaAttention, {}) if lower is None else (BoundedKimiDeltaAttention, {"lower": lower})
     )
     ours = layer(
-        config.hidden_size,
         config.linear_num_heads,
+        config.hidden_size,
         D,
         D,
         conv_size=config.linear_conv_kernel_dim,
@@ -119,8 +119,8 @@ def load_qwen3_next(config, theirs) -> GatedDeltaNet:
     Hk, Hv = config.linear_num_key_heads, config.linear_num_value_heads
     K, V = config.linear_key_head_dim, config.linear_value_head_dim
     ours = GatedDeltaNet(
-        config.hidden_size,
         Hv,
+        config.hidden_size,
         K,
         V,
         n_k_head=Hk,
@@ -156,8 +156,8 @@ def load_qwen3_5(config, theirs) -> GatedDeltaNet:
     per key head to undo, unlike Qwen3-Next's in_proj_qkvz and in_proj_ba.
     """
     ours = GatedDeltaNet(
-        config.hidden_size,
         config.linear_num_value_heads,
+        config.hidden_size,
         config.linear_key_head_dim,
         config.linear_value_head_dim,
         n_k_head=config.linear_num_key_heads,
@@ -190,8 +190,8 @@ def load_lightning(config, theirs) -> LightningAttention:
     """MiniMax's MiniMaxLightningAttention as the guide's LightningAttention."""
     H, D = theirs.num_attention_heads, theirs.head_dim
     ours = LightningAttention(
-        config.hidden_size,
         H,
+        config.hidden_size,
         D,
         theirs.slope_rate.reshape(-1),  # fixed per layer and head, a buffer
         chunk_size=config.block_size,
@@ -223,8 +223,8 @@ def load_mamba2(config, theirs) -> Mamba2:
     else:
         placement = "norm_first" if getattr(norm, "norm_before_gate", False) else "gate_first"
     ours = Mamba2(
-        config.hidden_size,
         theirs.num_heads,
+        config.hidden_size,
         theirs.head_dim,
         theirs.ssm_state_size,
         n_groups=theirs.n_groups,

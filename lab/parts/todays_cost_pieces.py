@@ -151,12 +151,12 @@ def indexer_only(layer: SparseLatentAttention, x: torch.Tensor, query_chunk=256)
 
 def _lightning(z) -> LightningAttention:
     slopes = [2.0 ** (-8 * (h + 1) / z["H"]) for h in range(z["H"])]  # ALiBi's
-    return LightningAttention(z["C"], z["H"], z["D"], slopes, chunk_size=z["chunk"])
+    return LightningAttention(z["H"], z["C"], z["D"], slopes, chunk_size=z["chunk"])
 
 
 def _delta(cls):
     """A chunked delta-rule layer (Gated DeltaNet, KDA): H heads of D keys and values."""
-    return lambda z: cls(z["C"], z["H"], z["D"], z["D"], chunk_size=z["chunk"])
+    return lambda z: cls(z["H"], z["C"], z["D"], z["D"], chunk_size=z["chunk"])
 
 
 def _mla_bytes(z, T) -> int:
@@ -194,7 +194,7 @@ PIECES = {
     "lightning": _linear("MiniMax lightning", _lightning, lambda z, T: _state(z, T, conv=False)),
     "mamba2": _linear(
         "Mamba2, chunked",
-        lambda z: Mamba2(z["C"], z["H"], z["D"], z["D"], chunk_size=z["chunk"]),
+        lambda z: Mamba2(z["H"], z["C"], z["D"], z["D"], chunk_size=z["chunk"]),
         lambda z, T: mamba2_state_bytes(z["H"], z["D"], z["D"], bytes_per_element=FLOAT),
     ),
     "dsa": _sub("DeepSeek Sparse Attention (MLA + indexer)", _dsa, _mla_bytes, sparse_gathered),

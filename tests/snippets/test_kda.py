@@ -88,7 +88,7 @@ def test_one_decay_for_every_channel_is_gated_deltanet():
 
 def layer(seed=0, **kwargs):
     torch.manual_seed(seed)
-    return KimiDeltaAttention(16, 2, 8, 6, chunk_size=8, **kwargs).double()
+    return KimiDeltaAttention(2, 16, 8, 6, chunk_size=8, **kwargs).double()
 
 
 def test_the_layers_decay_is_per_channel_and_shaped_as_the_keys():
@@ -142,7 +142,7 @@ def test_bad_input_is_named():
     with pytest.raises(ValueError, match=r"state must be"):
         kda_recurrent(q, k, v, g, beta, S[:, :1])
     with pytest.raises(ValueError, match=r"rank \(0\)"):
-        KimiDeltaAttention(16, 2, 8, 6, rank=0)
+        KimiDeltaAttention(2, 16, 8, 6, rank=0)
     attn = layer()
     x = torch.randn(1, 3, 16, dtype=torch.float64)
     with pytest.raises(ValueError, match=r"KimiDeltaAttention has no attention weights"):
@@ -157,8 +157,8 @@ def test_the_bounded_decay_stays_above_its_bound():
     """GLM-5-Next's decay: lower * sigmoid(rate * a), every channel's in (lower, 0),
     however large the decay's input; the unbounded one passes the bound."""
     torch.manual_seed(0)
-    bounded = BoundedKimiDeltaAttention(16, 2, 8, 6, lower=-2.0).double()
-    free = KimiDeltaAttention(16, 2, 8, 6).double()
+    bounded = BoundedKimiDeltaAttention(2, 16, 8, 6, lower=-2.0).double()
+    free = KimiDeltaAttention(2, 16, 8, 6).double()
     free.load_state_dict(bounded.state_dict())
     x = torch.randn(2, 11, 16, dtype=torch.float64) * 50  # decay inputs of many units
     g = bounded.decay(x)
@@ -174,4 +174,4 @@ def test_the_bounded_decay_stays_above_its_bound():
 def test_a_bound_that_is_not_negative_is_refused():
     for lower in (0.0, 1.5, True, "-5"):
         with pytest.raises(ValueError, match=r"lower \(.*\) must be a negative number"):
-            BoundedKimiDeltaAttention(16, 2, 8, 6, lower=lower)
+            BoundedKimiDeltaAttention(2, 16, 8, 6, lower=lower)

@@ -52,7 +52,7 @@ def test_chunked_equals_recurrent(chunk_size, with_state):
 
 def layer(seed=0):
     torch.manual_seed(seed)
-    return LightningAttention(16, 2, 8, [0.3, 0.05], chunk_size=8).double()
+    return LightningAttention(2, 16, 8, [0.3, 0.05], chunk_size=8).double()
 
 
 def test_the_layer_is_causal_its_forms_agree_and_its_state_is_all_that_passes():
@@ -82,7 +82,7 @@ def test_bad_input_is_named():
     with pytest.raises(ValueError, match=r"chunk_size \(0\)"):
         lightning_chunked(q, k, v, slope, S, chunk_size=0)
     with pytest.raises(ValueError, match=r"slope must be 2 numbers >= 0"):
-        LightningAttention(16, 2, 8, [0.1])
+        LightningAttention(2, 16, 8, [0.1])
     attn = layer()
     x = torch.randn(1, 3, 16, dtype=torch.float64)
     with pytest.raises(ValueError, match=r"LightningAttention has no attention weights"):

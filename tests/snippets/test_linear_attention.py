@@ -88,7 +88,7 @@ def test_forget_gate_and_write_strength_act():
 
 def layer(seed=0):
     torch.manual_seed(seed)
-    m = GatedDeltaNet(24, 4, 8, 6, n_k_head=2, chunk_size=8)
+    m = GatedDeltaNet(4, 24, 8, 6, n_k_head=2, chunk_size=8)
     with torch.no_grad():  # away from initialisation: gates and norms matter
         for p in m.parameters():
             p.add_(0.3 * torch.randn_like(p))
@@ -127,9 +127,9 @@ def test_bad_input_names_the_value():
     with pytest.raises(ValueError, match=r"beta must be \(B, H, T\)"):
         gated_delta_recurrent(q, k, v, g, beta[..., :-1])
     with pytest.raises(ValueError, match=r"n_k_head \(3\) must divide n_head \(4\)"):
-        GatedDeltaNet(24, 4, 8, 8, n_k_head=3)
+        GatedDeltaNet(4, 24, 8, 8, n_k_head=3)
     with pytest.raises(ValueError, match=r"chunk_size \(-1\)"):
-        GatedDeltaNet(24, 4, 8, 8, chunk_size=-1)
+        GatedDeltaNet(4, 24, 8, 8, chunk_size=-1)
     with pytest.raises(ValueError, match=r"x must be \(B, T, 24\)"):
         layer()(torch.randn(2, 5, 12, dtype=torch.float64))
 

@@ -68,7 +68,7 @@ def test_chunked_equals_recurrent(chunk_size, with_state):
 def layer(seed=0, **changes):
     torch.manual_seed(seed)
     fields = {"n_groups": 2, "conv_size": 4, "chunk_size": 8, "bias": True, **changes}
-    attn = Mamba2(16, 4, 6, 5, **fields).double()
+    attn = Mamba2(4, 16, 6, 5, **fields).double()
     with torch.no_grad():  # off Mamba2's start: D, the norm and the biases not 1 or 0
         for p in (attn.D, attn.norm_weight, attn.in_proj.bias, attn.conv.bias):
             p.copy_(torch.randn_like(p))
@@ -129,11 +129,11 @@ def test_bad_input_is_named():
     with pytest.raises(ValueError, match=r"chunk_size \(0\) must be positive"):
         ssd_chunked(x, dt, A, B, C, chunk_size=0)
     with pytest.raises(ValueError, match=r"n_groups \(3\) must divide n_head \(4\)"):
-        Mamba2(16, 4, 6, 5, n_groups=3)
+        Mamba2(4, 16, 6, 5, n_groups=3)
     with pytest.raises(ValueError, match=r"chunk_size \(-1\) must be positive"):
-        Mamba2(16, 4, 6, 5, chunk_size=-1)
+        Mamba2(4, 16, 6, 5, chunk_size=-1)
     with pytest.raises(ValueError, match=r"norm \('after'\) must be one of"):
-        Mamba2(16, 4, 6, 5, norm="after")
+        Mamba2(4, 16, 6, 5, norm="after")
     attn = layer()
     with pytest.raises(ValueError, match=r"x must be \(B, T, C\) with C=16"):
         attn(torch.randn(1, 3, 15, dtype=torch.float64))

@@ -32,7 +32,7 @@ def qkv(seed=0):
 
 def indexer_scores(seed=0):
     torch.manual_seed(seed)
-    indexer = LightningIndexer(C, 4, 8)
+    indexer = LightningIndexer(4, C, 8)
     x = torch.randn(B, T, C)
     return indexer, x, indexer(x)
 
@@ -140,7 +140,7 @@ def test_bad_input_names_the_value():
     with pytest.raises(ValueError, match=r"block_size \(0\)"):
         moba_mask(q, k, 0, 2)
     with pytest.raises(ValueError, match=r"n_head \(0\)"):
-        LightningIndexer(C, 0, 8)
+        LightningIndexer(0, C, 8)
 
 
 def test_bad_shapes_name_the_argument():

@@ -216,7 +216,7 @@ def test_a_per_head_gate_scales_its_head_only():
     out = gate_output(y, gate, H).view(B, T, H, D)
     assert out[:, :, 2].abs().max() == 0
     assert_close(out[:, :, [0, 1, 3]], y.view(B, T, H, D)[:, :, [0, 1, 3]])
-    assert OutputGate(C, H, per_head=True).logits.out_features == H
+    assert OutputGate(H, C, per_head=True).logits.out_features == H
 
 
 def test_a_gate_of_the_wrong_width_is_rejected():
