@@ -26,7 +26,7 @@ import time
 
 import torch
 
-from lab.parts.todays_cost_pieces import FULL, PIECES, QUICK, build, held_bytes, new_cache
+from lab.parts.todays_cost_pieces import FULL, PIECES, QUICK, build, held_bytes
 from lab.shared import experiment
 from lab.shared.common import note_load_after
 from lab.shared.experiment import progress
@@ -46,7 +46,7 @@ def check_cache_bytes(name: str, layer, sizes: dict, T: int) -> dict:
     """A cached forward of T positions (a prefill of T - 1, then one step): the bytes
     its cache holds, beside the piece's formula; a disagreement stops the run."""
     x = experiment.randn(1, T, sizes["C"], seed=T)
-    cache = new_cache(layer)
+    cache = layer.new_cache()
     layer(x[:, : T - 1], cache=cache)
     layer(x[:, T - 1 :], cache=cache)
     held, formula = held_bytes(cache), PIECES[name].cache_bytes(sizes, T)

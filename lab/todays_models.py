@@ -25,7 +25,6 @@ from lab.shared import experiment
 from lab.shared.common import note_load_after
 from lab.shared.experiment import progress
 from lab.shared.paths import RESULTS_DIR
-from snippets.cache import LinearState
 from snippets.measure import time_interleaved
 
 SCHEMA = "attention-guide/todays-models/1"
@@ -56,8 +55,6 @@ def new_caches(layers: list) -> list:
     for layer in layers:
         if (source := source_of(layer)) is not None:
             caches.append(layer.new_cache(caches[source]))
-        elif not hasattr(layer, "new_cache"):  # a linear layer: a fixed-size state
-            caches.append(LinearState(layer, BATCH))
         else:
             caches.append(layer.new_cache())
     return caches

@@ -33,6 +33,7 @@ __all__ = [
     "LayerCache",
     "RollingCache",
     "LinearState",
+    "state_of",
     "SharedCache",
     "ModelCache",
     "read",
@@ -259,31 +260,53 @@ class LinearState(Cache):
         attn: the layer (gives H, K, V, C, the convolution's width, the dtype;
             conv_channels, if it has them: the width of the rows its
             convolution reads, else the input's C).
-        batch_size: B.
+        batch_size: B; None: the batch of the first step.
     """
 
-    def __init__(self, attn: torch.nn.Module, batch_size: int):
+    def __init__(self, attn: torch.nn.Module, batch_size: int | None = None):
         first = attn.q if hasattr(attn, "q") else attn.in_proj
-        like = {"dtype": first.weight.dtype, "device": first.weight.device}
-        H, K, V = attn.n_head, attn.head_k, attn.head_v
-        self.S = torch.zeros(batch_size, H, K, V, **like)  # the rule's state
+        self.like = {"dtype": first.weight.dtype, "device": first.weight.device}
         # The convolution reads conv_size - 1 earlier positions. Gated DeltaNet's
         # projections into it have no bias, so earlier *inputs* x (zeros before
         # the first token, as the layer's own padding) are as good as their
         # projections; Mamba2 keeps its convolution's own input rows (xBC).
         width = attn.conv.kernel_size[0] - 1 if hasattr(attn, "conv") else 0
         channels = getattr(attn, "conv_channels", first.in_features)
-        self.recent = torch.zeros(batch_size, width, channels, **like)
+        self.shapes = (attn.n_head, attn.head_k, attn.head_v), (width, channels)
+        self.S = self.recent = None
         self.kind, self.seen = "linear", 0
+        if batch_size is not None:
+            self.begin(batch_size)
+
+    def begin(self, batch_size: int):
+        """The state S and the recent rows for a batch of batch_size: zeros
+        before the first step; another batch size later is refused."""
+        if self.S is None:
+            state, rows = self.shapes
+            self.S = torch.zeros(batch_size, *state, **self.like)  # the rule's
+            self.recent = torch.zeros(batch_size, *rows, **self.like)
+        elif self.S.size(0) != batch_size:
+            raise ValueError(
+                f"x holds a batch of {batch_size}, the state one of "
+                f"{self.S.size(0)}: a cache serves the batch it began with"
+            )
+        return self.S, self.recent
 
     def __len__(self) -> int:
         return 0  # no position is held one by one
 
     def tensors(self) -> list[torch.Tensor]:
-        return [self.S, self.recent]
+        return [] if self.S is None else [self.S, self.recent]
 
     def span(self, T_new: int) -> int:
         return 0  # no positions inside: any length reads the same
+
+
+def state_of(cache, layer: str, batch_size: int):
+    """A linear layer's cache, checked, begun for its batch: -> (S, recent)."""
+    why = "a linear layer keeps a fixed-size state, never keys and values"
+    check_cache(cache, ("linear",), layer, why)
+    return cache.begin(batch_size)
 
 
 # --8<-- [end:linear_state]

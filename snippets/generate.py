@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from snippets.cache import LayerCache, LinearState, ModelCache
+from snippets.cache import LayerCache, ModelCache
 from snippets.linear_attention import GatedDeltaNet
 from snippets.model import GPT
 
@@ -161,8 +161,8 @@ class KVCache(ModelCache):
     appending never copies what is already there. With per-layer specs
     (config.layers), each layer's new_cache() instead. Layer i's cache,
     `layers[i]`, is a LayerCache writing into row i; a Gated DeltaNet block
-    (layer_types) keeps a fixed-size LinearState instead, and its row stays
-    empty. `model(idx, cache=cache)` reads and extends it (snippets/cache.py).
+    (layer_types) keeps its new_cache(), a fixed-size LinearState, instead,
+    and its row stays empty. `model(idx, cache=cache)` reads and extends it (snippets/cache.py).
 
     Args:
         model: gives L, the heads, D or R, T_max, the dtype and the device.
@@ -188,7 +188,7 @@ class KVCache(ModelCache):
             self.v = torch.zeros_like(self.k)
             rows = [(self.k[i], self.v[i]) for i in range(L)]
         super().__init__(
-            LinearState(block.attn, batch_size)
+            block.attn.new_cache(batch_size)
             if isinstance(block.attn, GatedDeltaNet)
             else LayerCache(buffers=row)
             for block, row in zip(model.blocks, rows, strict=True)

@@ -22,7 +22,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 
-from snippets.cache import check_cache
+from snippets.cache import LinearState, state_of
 from snippets.checks import check_positive_int
 
 # --8<-- [end:imports]
@@ -185,6 +185,10 @@ class LightningAttention(nn.Module):
         self.out = nn.Linear(width, n_embed, bias=False)
         self.register_buffer("slope", slope)
 
+    def new_cache(self, batch_size: int | None = None) -> LinearState:
+        """This layer's cache: its fixed-size state (None: the first step's B)."""
+        return LinearState(self, batch_size)
+
     def forward(self, x, cache=None, *, return_weights=False, recurrent=False):
         """x (B, T, C) -> (B, T, C); with a cache (a LinearState), x holds the
         positions after those it has seen; recurrent=True: the step-by-step form."""
@@ -204,9 +208,8 @@ class LightningAttention(nn.Module):
         )
         state = None
         if cache is not None:
-            why = "a linear layer keeps a fixed-size state, never keys and values"
-            check_cache(cache, ("linear",), "LightningAttention", why)
-            state, recurrent = cache.S, recurrent or T == 1
+            state, _ = state_of(cache, "LightningAttention", B)
+            recurrent = recurrent or T == 1
         slope = self.slope.to(x.dtype)
         if recurrent:
             o, state = lightning_recurrent(q, k, v, slope, state)

@@ -20,7 +20,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 
-from snippets.cache import check_cache
+from snippets.cache import LinearState, state_of
 
 # --8<-- [end:imports]
 
@@ -316,6 +316,10 @@ class GatedDeltaNet(nn.Module):
         B, T, _ = x.shape
         return F.silu(self.z(x)).reshape(B, T, self.n_head, self.head_v)
 
+    def new_cache(self, batch_size: int | None = None) -> LinearState:
+        """This layer's cache: its fixed-size state (None: the first step's B)."""
+        return LinearState(self, batch_size)
+
     def forward(self, x, cache=None, *, return_weights=False, recurrent=False):
         """x (B, T, C) -> (B, T, C); recurrent=True uses the step-by-step form.
 
@@ -335,10 +339,9 @@ class GatedDeltaNet(nn.Module):
         if cache is None:
             q, k, v, g, beta = self.gates(x)
         else:  # the convolution reads the cached inputs before x
-            why = "a linear layer keeps a fixed-size state, never keys and values"
-            check_cache(cache, ("linear",), type(self).__name__, why)
-            w, state = cache.recent.size(1), cache.S
-            context = torch.cat([cache.recent, x], dim=1)  # (B, w + T, C)
+            state, recent = state_of(cache, type(self).__name__, x.size(0))
+            w = recent.size(1)
+            context = torch.cat([recent, x], dim=1)  # (B, w + T, C)
             q, k, v, g, beta = (t[:, :, w:] for t in self.gates(context))
             cache.recent = context[:, context.size(1) - w :]
             recurrent = recurrent or x.size(1) == 1

@@ -25,7 +25,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 
-from snippets.cache import check_cache
+from snippets.cache import LinearState, state_of
 from snippets.checks import check_positive_int, check_shape
 
 # --8<-- [end:imports]
@@ -256,6 +256,10 @@ class Mamba2(nn.Module):
             y = g.view(B, T, width) * self.norm_weight
         return y * F.silu(z) if self.norm != "gate_first" else y
 
+    def new_cache(self, batch_size: int | None = None) -> LinearState:
+        """This layer's cache: its fixed-size state (None: the first step's B)."""
+        return LinearState(self, batch_size)
+
     def forward(self, x, cache=None, *, return_weights=False, recurrent=False):
         """x (B, T, C) -> (B, T, C); with a cache (a LinearState), x holds the
         positions after those it has seen; recurrent=True: the step-by-step form."""
@@ -272,10 +276,9 @@ class Mamba2(nn.Module):
         z, xBC, dt = self.in_proj(x).split([H * P, self.conv_channels, H], dim=-1)
         state, w = None, 0
         if cache is not None:  # the convolution reads the cached rows before xBC
-            why = "a linear layer keeps a fixed-size state, never keys and values"
-            check_cache(cache, ("linear",), "Mamba2", why)
-            state, w = cache.S, cache.recent.size(1)
-            xBC = torch.cat([cache.recent, xBC], dim=1)  # (B, w + T, channels)
+            state, recent = state_of(cache, "Mamba2", b)
+            w = recent.size(1)
+            xBC = torch.cat([recent, xBC], dim=1)  # (B, w + T, channels)
             cache.recent = xBC[:, xBC.size(1) - w :]
             recurrent = recurrent or T == 1
         xBC = F.silu(self.conv(xBC.transpose(1, 2))[..., w : w + T]).transpose(1, 2)

@@ -13,7 +13,6 @@ from collections.abc import Callable
 
 import torch
 
-from snippets.cache import LinearState
 from snippets.compressed_attention import CompressedAttention, CompressedSpec, compressed_gathered
 from snippets.configurable import AttentionSpec, ConfigurableAttention
 from snippets.kda import KimiDeltaAttention
@@ -217,11 +216,6 @@ def build(name: str, sizes: dict, seed: int = 0) -> torch.nn.Module:
     """PIECES[name]'s layer at these sizes, its weights of its own seed, in eval mode."""
     torch.manual_seed(seed)
     return PIECES[name].build(sizes).eval()
-
-
-def new_cache(layer):
-    """The layer's cache: new_cache(), or for a linear layer its LinearState (B = 1)."""
-    return layer.new_cache() if hasattr(layer, "new_cache") else LinearState(layer, 1)
 
 
 def held_bytes(cache) -> int:

@@ -95,7 +95,7 @@ class ForgetsItsConv(Mamba2):
     """A planted fault: Mamba2 with its convolution's rows dropped before every step."""
 
     def forward(self, x, cache=None, **kwargs):
-        if cache is not None:
+        if cache is not None and cache.recent is not None:  # after the first step
             cache.recent = torch.zeros_like(cache.recent)
         return super().forward(x, cache=cache, **kwargs)
 

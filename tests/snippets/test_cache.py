@@ -67,3 +67,18 @@ def test_the_linear_state_does_not_grow():
     assert [t.shape for t in state.tensors()] == before
     assert before == [(1, 2, 8, 8), (1, 3, 32)]  # S (B, H, K, V); 3 earlier inputs (B, 3, C)
     assert isinstance(state, LinearState) and state.S.abs().sum() > 0
+
+
+@pytest.mark.parametrize("index", [0, 1, 3])  # every linear block's own new_cache()
+def test_a_linear_layers_new_cache_begins_with_its_first_batch(index):
+    model = hybrid()
+    layer = model.blocks[index].attn
+    x = torch.randn(2, 5, 32, dtype=torch.double)
+    cache = layer.new_cache()
+    assert isinstance(cache, LinearState) and cache.tensors() == []  # nothing read yet
+    with torch.no_grad():
+        pieces = torch.cat([layer(x[:, :4], cache=cache), layer(x[:, 4:], cache=cache)], 1)
+        assert_close(pieces, layer(x), rtol=1e-10, atol=1e-10)
+    assert [tuple(t.shape) for t in cache.tensors()] == [(2, 2, 8, 8), (2, 3, 32)]
+    with pytest.raises(ValueError, match="x holds a batch of 3, the state one of 2"):
+        layer(x[:1].expand(3, 1, 32), cache=cache)
