@@ -1,15 +1,17 @@
 """A model as data: each layer's attention from a spec, the block's pieces from one.
 
 Needs torch, snippets/checks.py, snippets/taming.py (rms_norm) and, for the
-layers a spec names, snippets/configurable.py. snippets/model.py's GPTConfig
+layers a spec names, snippets/configurable.py, snippets/mla.py and
+snippets/linear_layers.py. snippets/model.py's GPTConfig
 takes two of these:
 
-- `layers`: one attention spec per block. LAYERS maps a spec's class to the
-  layer it builds (an AttentionSpec to a ConfigurableAttention): each takes
+- `layers`: one spec per block. LAYERS maps a spec's class to the layer it
+  builds and its parameter count: an AttentionSpec to a ConfigurableAttention,
+  an MLASpec to DeepSeek's LatentAttention, a LinearSpec to a linear layer
+  (Gated DeltaNet, Kimi Delta Attention, Mamba2). Each takes
   `forward(x, cache=None, *, return_weights=False)` and makes its own cache
   with `new_cache()`, so the GPT, generate and gpt_attention run it as they
-  run the teaching layers. Another kind of layer (MLA's, a linear one) enters
-  as one more entry of LAYERS.
+  run the teaching layers. Another kind of layer enters as one more entry.
 - `block`: a BlockSpec, the pieces around attention that today's dense
   families choose: RMSNorm (Gemma's scales stored as w - 1), where the norms
   sit, a gated MLP of its own width, and Gemma's sqrt(C) on the token vectors.
@@ -29,6 +31,8 @@ import torch.nn.functional as F
 
 from snippets.checks import check_positive_int
 from snippets.configurable import AttentionSpec, ConfigurableAttention
+from snippets.linear_layers import LinearSpec, linear_layer, linear_parameters
+from snippets.mla import LatentAttention, MLASpec, mla_parameters
 from snippets.taming import rms_norm
 
 # --8<-- [end:imports]
@@ -37,6 +41,8 @@ __all__ = [
     "LAYERS",
     "make_layer",
     "layer_parameters",
+    "attention_parameters",
+    "spec_class",
     "check_layers",
     "RMSNorm",
     "GatedMLP",
@@ -49,21 +55,27 @@ __all__ = [
 
 
 # --8<-- [start:layers]
-# A spec's class -> the layer it builds, and its parameters counted by hand.
-LAYERS = {AttentionSpec: ConfigurableAttention}
-
-
 def make_layer(spec) -> nn.Module:
     """The attention layer a per-layer spec describes."""
+    return LAYERS[spec_class(spec)][0](spec)
+
+
+def layer_parameters(spec) -> int:
+    """The parameters of make_layer(spec), counted by hand."""
+    return LAYERS[spec_class(spec)][1](spec)
+
+
+def spec_class(spec) -> type:
+    """The spec's class, one of LAYERS (else a TypeError naming them)."""
     if type(spec) not in LAYERS:
         raise TypeError(
             f"a layer spec must be one of {[c.__name__ for c in LAYERS]}, "
             f"got {type(spec).__name__}"
         )
-    return LAYERS[type(spec)](spec)
+    return type(spec)
 
 
-def layer_parameters(spec: AttentionSpec) -> int:
+def attention_parameters(spec: AttentionSpec) -> int:
     """The parameters of ConfigurableAttention(spec), counted by hand."""
     C, H, G, D = spec.n_embed, spec.n_head, spec.n_kv_head, spec.head_size
     own = spec.kv_source is None
@@ -74,6 +86,14 @@ def layer_parameters(spec: AttentionSpec) -> int:
     width = H * D if spec.gate == "elementwise" else H
     count += spec.sinks * H + (spec.gate is not None) * (C + spec.bias) * width
     return count
+
+
+# A spec's class -> the layer it builds, and its parameters counted by hand.
+LAYERS = {
+    AttentionSpec: (ConfigurableAttention, attention_parameters),
+    MLASpec: (LatentAttention, mla_parameters),
+    LinearSpec: (linear_layer, linear_parameters),
+}
 
 
 # --8<-- [end:layers]
@@ -109,7 +129,10 @@ def check_layers(config) -> None:
         if type(spec) not in LAYERS:
             names = [c.__name__ for c in LAYERS]
             raise TypeError(f"layers[{i}] must be one of {names}")
-        for name in ("n_embed", "n_head"):  # every layer's weights stack
+        # the same width; the same heads where weights stack (a linear layer
+        # gives none, and its state may have other heads)
+        same = ("n_embed",) if type(spec) is LinearSpec else ("n_embed", "n_head")
+        for name in same:
             if getattr(spec, name) != getattr(config, name):
                 raise ValueError(
                     f"layers[{i}].{name} ({getattr(spec, name)}) must be "

@@ -1,7 +1,8 @@
 """Checkpoints a run can resume from: written atomically, and refused when the
 run resuming them would compute something else.
 
-Needs torch. snippets/train.py writes and reads them.
+Needs torch, and snippets/blocks.py for the specs a config may hold.
+snippets/train.py writes and reads them.
 """
 
 import dataclasses
@@ -10,7 +11,17 @@ from pathlib import Path
 
 import torch
 
-__all__ = ["CHECKPOINT", "HISTORY", "save_checkpoint", "check_same_config"]
+from snippets.blocks import LAYERS, BlockSpec
+from snippets.rope_scaling import RopeSpec
+
+__all__ = [
+    "CHECKPOINT",
+    "HISTORY",
+    "save_checkpoint",
+    "check_same_config",
+    "config_data",
+    "config_from_data",
+]
 
 CHECKPOINT = "ckpt.pt"  # the files a run writes into its out folder
 HISTORY = "history.json"
@@ -50,3 +61,44 @@ def check_same_config(saved: dict, config) -> None:
                 f"cannot resume: the checkpoint was made with {name}="
                 f"{saved.get(name)!r}, this run has {name}={value!r}"
             )
+
+
+# The specs a config may hold, by the name config_data tags them with.
+SPECS = {kind.__name__: kind for kind in (*LAYERS, BlockSpec, RopeSpec)}
+
+
+def config_data(config) -> dict:
+    """A config (a dataclass, a GPTConfig with per-layer specs too) as plain
+    data that a checkpoint holds and torch.load(weights_only=True) reads back:
+    each spec in it a dict of its fields, tagged with its class's name."""
+
+    def data(value):
+        if dataclasses.is_dataclass(value):
+            fields = dataclasses.fields(value)
+            tagged = {f.name: data(getattr(value, f.name)) for f in fields}
+            return {"spec": type(value).__name__, **tagged}
+        if isinstance(value, tuple):
+            return tuple(data(v) for v in value)
+        return value
+
+    return {
+        f.name: data(getattr(config, f.name)) for f in dataclasses.fields(config)
+    }
+
+
+def config_from_data(cls, data: dict):
+    """config_data's inverse: cls(**fields), every tagged spec made again."""
+
+    def value(v):
+        if isinstance(v, dict) and "spec" in v:
+            if v["spec"] not in SPECS:
+                raise ValueError(
+                    f"a spec named {v['spec']!r} is not one of {list(SPECS)}"
+                )
+            fields = {k: value(x) for k, x in v.items() if k != "spec"}
+            return SPECS[v["spec"]](**fields)
+        if isinstance(v, (tuple, list)):
+            return tuple(value(x) for x in v)
+        return v
+
+    return cls(**{name: value(v) for name, v in data.items()})

@@ -162,7 +162,8 @@ class KVCache(ModelCache):
     (config.layers), each layer's new_cache() instead. Layer i's cache,
     `layers[i]`, is a LayerCache writing into row i; a Gated DeltaNet block
     (layer_types) keeps its new_cache(), a fixed-size LinearState, instead,
-    and its row stays empty. `model(idx, cache=cache)` reads and extends it (snippets/cache.py).
+    and its row stays empty. `model(idx, cache=cache)` reads and extends it
+    (snippets/cache.py).
 
     Args:
         model: gives L, the heads, D or R, T_max, the dtype and the device.

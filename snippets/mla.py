@@ -34,7 +34,7 @@ from snippets.rope_scaling import RopeSpec, rotate
 
 # --8<-- [end:imports]
 
-__all__ = ["MLASpec", "LatentAttention"]
+__all__ = ["MLASpec", "LatentAttention", "mla_parameters"]
 
 
 # Why a rolling cache does not fit: the rope keys turn once, when new.
@@ -81,6 +81,19 @@ class MLASpec:
 
 
 # --8<-- [end:spec]
+
+
+def mla_parameters(spec: MLASpec) -> int:
+    """The parameters of LatentAttention(spec), counted by hand."""
+    s, C, H = spec, spec.n_embed, spec.n_head
+    R, Dq = s.kv_rank, s.nope_head_size + s.rope_head_size
+    if s.q_rank is None:
+        q = C * H * Dq
+    else:  # down (and its bias), the norm's scales, up
+        q = C * s.q_rank + s.bias * s.q_rank + s.q_rank + s.q_rank * H * Dq
+    kv = (C + s.bias) * (R + s.rope_head_size) + R  # down, its bias; the norm
+    kv += R * H * (s.nope_head_size + s.v_head_size)  # up
+    return q + kv + H * s.v_head_size * C + s.bias * C  # and proj
 
 
 # --8<-- [start:layer]

@@ -141,8 +141,11 @@ def test_the_teaching_block_is_unchanged():
 
 def test_a_spec_builds_its_layer():
     assert isinstance(make_layer(SPECS[0]), ConfigurableAttention)
-    with pytest.raises(TypeError, match=r"a layer spec must be one of \['AttentionSpec'\]"):
+    names = r"\['AttentionSpec', 'MLASpec', 'LinearSpec'\], got BlockSpec"
+    with pytest.raises(TypeError, match=r"a layer spec must be one of " + names):
         make_layer(BlockSpec(hidden=8))
+    with pytest.raises(TypeError, match=r"a layer spec must be one of " + names):
+        layer_parameters(BlockSpec(hidden=8))
 
 
 # --- the GPT through the one protocol ----------------------------------------------------

@@ -81,4 +81,4 @@ def test_a_linear_layers_new_cache_begins_with_its_first_batch(index):
         assert_close(pieces, layer(x), rtol=1e-10, atol=1e-10)
     assert [tuple(t.shape) for t in cache.tensors()] == [(2, 2, 8, 8), (2, 3, 32)]
     with pytest.raises(ValueError, match="x holds a batch of 3, the state one of 2"):
-        layer(x[:1].expand(3, 1, 32), cache=cache)
+        layer(x[:1, :1].expand(3, 1, 32), cache=cache)

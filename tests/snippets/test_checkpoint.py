@@ -35,3 +35,27 @@ def test_the_resume_check_names_the_field_that_differs_and_lets_compile_change()
     check_same_config(saved, TrainConfig())  # compile changes nothing computed
     with pytest.raises(ValueError, match=r"made with steps=800, this run has steps=90"):
         check_same_config(saved, TrainConfig(steps=90))
+
+
+def test_a_config_with_specs_comes_back_from_its_data_and_a_strange_tag_is_named():
+    from snippets.checkpoint import config_data, config_from_data
+    from snippets.configurable import AttentionSpec
+    from snippets.linear_layers import LinearSpec
+    from snippets.model import GPTConfig
+    from snippets.rope_scaling import RopeSpec
+
+    layers = (
+        LinearSpec(4, 32, 8, 8, rule="kda"),
+        AttentionSpec(32, 4, 2, 8, rope=RopeSpec(base=500.0)),
+    )
+    config = GPTConfig(n_embed=32, n_head=4, n_layer=2, position="none", layers=layers)
+    data = config_data(config)
+    assert (
+        data["layers"][1]["spec"] == "AttentionSpec" and data["layers"][1]["rope"]["base"] == 500.0
+    )
+    assert config_from_data(GPTConfig, data) == config
+    data["layers"][0]["spec"] = "LinearSpek"
+    with pytest.raises(
+        ValueError, match=r"a spec named 'LinearSpek' is not one of \['AttentionSpec'"
+    ):
+        config_from_data(GPTConfig, data)

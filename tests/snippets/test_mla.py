@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch.testing import assert_close
 
-from snippets.mla import LatentAttention, MLASpec
+from snippets.mla import LatentAttention, MLASpec, mla_parameters
 from snippets.rope_scaling import RopeSpec
 
 SPEC = MLASpec(
@@ -101,3 +101,17 @@ def test_no_rope_part_at_all_is_mla_without_positions():
     assert cache.held[1].shape == (2, T, 0)
     with pytest.raises(ValueError, match=re.escape("rope_head_size (0) must be even")):
         MLASpec(**{**SPEC.__dict__, "rope_head_size": 0})  # a rope, nothing to turn
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        MLASpec(32, 4, 8, 6, 4, 6, q_rank=12),
+        MLASpec(32, 4, 8, 6, 4, 6, q_rank=12, bias=True),
+        MLASpec(32, 2, 8, 6, 0, 6, rope=None),
+        MLASpec(32, 4, 8, 6, 4, 6, bias=True),
+    ],
+    ids=["q-rank", "q-rank-bias", "no-rope", "bias"],
+)
+def test_the_count_by_hand_is_the_layers(spec):
+    assert mla_parameters(spec) == sum(p.numel() for p in LatentAttention(spec).parameters())

@@ -6,8 +6,10 @@ single tokens, a chunk) and cached greedy generation equal to recomputing; a rol
 cache with W >= T equal to the full pass; every layer's attention weights (or the
 named error of a layer that has none); the parameter count; a checkpoint saved and
 loaded. A cell is either checked or refused by design with an error naming why.
-The layers outside GPTConfig (ConfigurableAttention, LatentAttention) get the same
-checks at the layer, with the caches their new_cache() makes.
+The variants named "spec-" choose each block's layer from a spec (GPTConfig.layers:
+today's configurable layer, DeepSeek's MLA, Gated DeltaNet, Kimi Delta Attention,
+Mamba2), as the published families do. The spec layers also get the same checks at
+the layer, with the caches their new_cache() makes.
 """
 
 import dataclasses
@@ -18,13 +20,14 @@ import torch
 from torch.testing import assert_close
 
 from snippets.cache import LayerCache
+from snippets.checkpoint import config_data, config_from_data, save_checkpoint
 from snippets.configurable import AttentionSpec, ConfigurableAttention
 from snippets.generate import KVCache, generate
+from snippets.linear_layers import LinearSpec
 from snippets.mla import LatentAttention, MLASpec
 from snippets.model import GPT, GPTConfig, parameter_count
 from snippets.rope_scaling import RopeSpec
 from snippets.streaming import RollingKVCache
-from snippets.train import save_checkpoint
 
 BASE = GPTConfig(vocab_size=20, context_length=16, n_embed=32, n_head=4, n_layer=2)
 V = BASE.vocab_size
@@ -56,8 +59,41 @@ VARIANTS = {
     "hybrid": {"layer_types": ("linear", "softmax"), "position": "rope"},
     "hybrid-mla": {"layer_types": ("softmax", "linear"), "attention": "mla", "kv_latent": 8},
     "rope-long": {"position": "rope", "max_length": 24},
+    # Each block's layer from a spec: the configurable layer as Qwen3-Next's softmax
+    # layers (gate, QK-norm) beside Gated DeltaNet; a window layer; DeepSeek's MLA;
+    # Kimi Linear (KDA with MLA without RoPE); a Mamba2 hybrid (Nemotron-H).
+    "spec-qwen3-next": {
+        "layers": (
+            LinearSpec(4, 32, 8, 8, chunk_size=4),
+            AttentionSpec(32, 4, 2, 8, qk_norm="head", gate="elementwise"),
+        ),
+        "position": "none",
+    },
+    "spec-window": {
+        "layers": (AttentionSpec(32, 4, 1, 8, kind="window", size=4), AttentionSpec(32, 4, 4, 8)),
+        "position": "none",
+    },
+    "spec-mla": {
+        "layers": (MLASpec(32, 4, 8, 6, 4, 6, q_rank=12), MLASpec(32, 4, 8, 6, 4, 6)),
+        "position": "none",
+    },
+    "spec-kimi-linear": {
+        "layers": (LinearSpec(4, 32, 8, 8, rule="kda"), MLASpec(32, 4, 8, 6, 0, 6, rope=None)),
+        "position": "none",
+    },
+    "spec-mamba2": {
+        "layers": (LinearSpec(2, 32, 8, 16, rule="mamba2"), AttentionSpec(32, 4, 1, 8)),
+        "position": "learned",
+    },
 }
-LINEAR = {"hybrid", "hybrid-mla"}  # Gated DeltaNet blocks: no weights, no rolling cache
+# Blocks with a linear layer: no weights, no rolling cache.
+LINEAR = {"hybrid", "hybrid-mla", "spec-qwen3-next", "spec-kimi-linear", "spec-mamba2"}
+NO_WEIGHTS = r"(GatedDeltaNet|KimiDeltaAttention|Mamba2) has no attention weights"
+# Spec layers that keep RoPE keys turned at their own positions: no rolling cache.
+NO_ROLLING = {
+    "spec-window": r"ConfigurableAttention takes a cache of kind .*window layers are kind",
+    "spec-mla": r"LatentAttention takes a cache of kind 'full'.*rope keys turned",
+}
 
 
 def model_of(name: str) -> GPT:
@@ -118,8 +154,13 @@ def test_a_rolling_cache_longer_than_the_text_is_the_full_pass(name):
     if name in LINEAR:  # refused by design: a fixed-size state rolls nothing
         with pytest.raises(
             TypeError,
-            match=r"GatedDeltaNet takes a cache of kind 'linear', got RollingCache.*fixed-size",
+            match=r"(GatedDeltaNet|KimiDeltaAttention|Mamba2) takes a cache of kind "
+            r"'linear', got RollingCache.*fixed-size",
         ):
+            model(ids(1), cache=cache)
+        return
+    if name in NO_ROLLING:  # refused by design, named by the layer
+        with pytest.raises(TypeError, match=NO_ROLLING[name]):
             model(ids(1), cache=cache)
         return
     check_cached_equals_full(model, cache, ids(T), list(range(T + 1)))  # token by token
@@ -129,7 +170,7 @@ def test_a_rolling_cache_longer_than_the_text_is_the_full_pass(name):
 def test_every_layer_gives_its_weights_or_says_why_not(name):
     model, idx = model_of(name), ids(10)
     if name in LINEAR:
-        with pytest.raises(ValueError, match=r"GatedDeltaNet has no attention weights"):
+        with pytest.raises(ValueError, match=NO_WEIGHTS):
             model(idx, return_weights=True)
         return
     with torch.no_grad():
@@ -151,18 +192,20 @@ def test_every_layer_gives_its_weights_or_says_why_not(name):
         model(idx[:, :9], cache=cache)
         _, _, step = model(idx[:, 9:], cache=cache, return_weights=True)
     for w, s in zip(weights, step, strict=True):
-        assert_close(s, w[:, :, 9:], rtol=1e-9, atol=1e-9)
+        held = s.size(-1)  # a window layer's cache holds only the keys its window sees
+        assert_close(s, w[:, :, 9:, 10 - held :], rtol=1e-9, atol=1e-9)
+        assert torch.all(w[:, :, 9:, : 10 - held] == 0)
 
 
 @pytest.mark.parametrize("name", VARIANTS)
 def test_the_parameter_count_and_a_checkpoint(name, tmp_path):
     model = model_of(name)
     assert parameter_count(model.config) == sum(p.numel() for p in model.parameters())
-    config = dataclasses.asdict(model.config)
+    config = config_data(model.config)  # its specs too, tagged by class
     save_checkpoint({"config": config, "model": model.state_dict()}, tmp_path / "ckpt.pt")
     state = torch.load(tmp_path / "ckpt.pt", weights_only=True)
-    fields = {k: tuple(v) if isinstance(v, list) else v for k, v in state["config"].items()}
-    loaded = GPT(GPTConfig(**fields)).double().eval()
+    loaded = GPT(config_from_data(GPTConfig, state["config"])).double().eval()
+    assert loaded.config == model.config
     loaded.load_state_dict(state["model"])
     with torch.no_grad():
         assert torch.equal(loaded(ids(9))[0], model(ids(9))[0])

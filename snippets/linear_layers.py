@@ -1,0 +1,84 @@
+"""One spec for the linear layers a GPT block can hold, as AttentionSpec is for
+the softmax ones: the rule, its sizes, the layer it builds, its parameters.
+
+Needs snippets/checks.py and the layers: snippets/linear_attention.py (Gated
+DeltaNet, Qwen3-Next's and Qwen3.5's), snippets/kda.py (Kimi Delta Attention,
+Kimi Linear's) and snippets/mamba2.py (Mamba2, the Nemotron-H, Granite 4 and
+Falcon-H1 hybrids'). Each takes `forward(x, cache=None, *, return_weights=False)`
+and makes its LinearState with `new_cache()`. Shape letters: C channels, H heads,
+K a head's key width (Mamba2: the state size N), V its value width (Mamba2: P).
+"""
+
+# --8<-- [start:spec]
+import dataclasses
+
+from snippets.checks import check_positive_int
+from snippets.kda import KimiDeltaAttention
+from snippets.linear_attention import GatedDeltaNet
+from snippets.mamba2 import Mamba2
+
+__all__ = ["LinearSpec", "RULES", "linear_layer", "linear_parameters"]
+
+# The rules a LinearSpec names -> the layer each builds.
+RULES = {
+    "gated_deltanet": GatedDeltaNet,
+    "kda": KimiDeltaAttention,
+    "mamba2": Mamba2,
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class LinearSpec:
+    """One linear layer's choices: which rule, H heads of a K x V state.
+
+    Args:
+        n_head: H.
+        n_embed: C, the width of the input and output.
+        head_k: K, a head's key width (Mamba2: its state size N).
+        head_v: V, a head's value width (Mamba2: its head size P).
+        rule: a key of RULES.
+        chunk_size: positions per chunk of the chunked form (the function
+            is the same for any size).
+    """
+
+    n_head: int
+    n_embed: int
+    head_k: int
+    head_v: int
+    rule: str = "gated_deltanet"
+    chunk_size: int = 64
+
+    def __post_init__(self):
+        for name in ("n_head", "n_embed", "head_k", "head_v", "chunk_size"):
+            check_positive_int(name, getattr(self, name))
+        if self.rule not in RULES:
+            raise ValueError(f"rule ({self.rule!r}) must be one of {list(RULES)}")
+
+
+def linear_layer(spec: LinearSpec):
+    """The layer a LinearSpec describes (each rule's own defaults otherwise)."""
+    s = spec
+    if s.rule == "mamba2":  # Mamba2 takes (H, C, P, N)
+        sizes = (s.n_head, s.n_embed, s.head_v, s.head_k)
+    else:
+        sizes = (s.n_head, s.n_embed, s.head_k, s.head_v)
+    return RULES[s.rule](*sizes, chunk_size=s.chunk_size)
+
+
+def linear_parameters(spec: LinearSpec) -> int:
+    """The parameters of linear_layer(spec), counted by hand (the short
+    convolution 4 wide, one filter per channel it reads)."""
+    C, H, K, V = spec.n_embed, spec.n_head, spec.head_k, spec.head_v
+    if spec.rule == "mamba2":  # in_proj to z, x B C (the conv's) and dt
+        conv = H * V + 2 * K  # x, B and C of one group
+        return C * (H * V + conv + H) + 5 * conv + 3 * H + H * V + H * V * C
+    # q and k; v and the out map; b; the conv over q, k, v; A_log; the norm
+    common = 2 * C * H * K + 2 * C * H * V + C * H
+    common += 4 * (2 * H * K + H * V) + H + V
+    if spec.rule == "gated_deltanet":  # z, a, dt_bias
+        return common + C * H * V + C * H + H
+    # KDA: the low-rank (rank K) decay input and gate, a dt_bias per channel
+    return common + (C * K + K * H * K) + (C * K + K * H * V) + H * K
+
+
+# --8<-- [end:spec]
