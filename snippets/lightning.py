@@ -185,8 +185,8 @@ class LightningAttention(nn.Module):
         self.out = nn.Linear(width, n_embed, bias=False)
         self.register_buffer("slope", slope)
 
-    def new_cache(self, batch_size: int | None = None) -> LinearState:
-        """This layer's cache: its fixed-size state (None: the first step's B)."""
+    def new_cache(self, batch_size: int | None = None):
+        """This layer's cache, a LinearState (None: B of the first step)."""
         return LinearState(self, batch_size)
 
     def forward(self, x, cache=None, *, return_weights=False, recurrent=False):

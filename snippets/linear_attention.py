@@ -316,8 +316,8 @@ class GatedDeltaNet(nn.Module):
         B, T, _ = x.shape
         return F.silu(self.z(x)).reshape(B, T, self.n_head, self.head_v)
 
-    def new_cache(self, batch_size: int | None = None) -> LinearState:
-        """This layer's cache: its fixed-size state (None: the first step's B)."""
+    def new_cache(self, batch_size: int | None = None):
+        """This layer's cache, a LinearState (None: B of the first step)."""
         return LinearState(self, batch_size)
 
     def forward(self, x, cache=None, *, return_weights=False, recurrent=False):

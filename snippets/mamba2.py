@@ -256,8 +256,8 @@ class Mamba2(nn.Module):
             y = g.view(B, T, width) * self.norm_weight
         return y * F.silu(z) if self.norm != "gate_first" else y
 
-    def new_cache(self, batch_size: int | None = None) -> LinearState:
-        """This layer's cache: its fixed-size state (None: the first step's B)."""
+    def new_cache(self, batch_size: int | None = None):
+        """This layer's cache, a LinearState (None: B of the first step)."""
         return LinearState(self, batch_size)
 
     def forward(self, x, cache=None, *, return_weights=False, recurrent=False):

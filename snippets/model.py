@@ -1,7 +1,7 @@
 """A decoder-only Transformer (GPT) around the attention of snippets/attention.py.
 
 Needs torch and, from this folder, the layers a block can hold (attention.py,
-positional_attention.py, kv_heads.py, taming.py, linear_attention.py, and per
+positional_attention.py, kv_heads.py, taming.py, linear_layers.py, and per
 layer from a spec, blocks.py), cache.py, positions.py and objectives.py (the
 loss). Shape letters:
 B batch, T sequence length, C channels (n_embed), H heads, V vocabulary size,
@@ -23,7 +23,7 @@ from snippets.kv_heads import (
     MultiHeadLatentAttention,
     check_kv_heads,
 )
-from snippets.linear_attention import GatedDeltaNet
+from snippets.linear_layers import LinearSpec, linear_layer, linear_parameters
 from snippets.objectives import lm_loss
 from snippets.positional_attention import PositionalMultiHeadAttention
 from snippets.positions import POSITIONS, WITHOUT_TABLE, sinusoidal_positions
@@ -177,7 +177,7 @@ def make_attention(config: GPTConfig, layer: int = 0) -> nn.Module:
         return make_layer(config.layers[layer])
     if config.layer_types is not None and config.layer_types[layer] == "linear":
         heads, D = config.linear_state or (H, C // H)
-        return GatedDeltaNet(heads, C, D, D)
+        return linear_layer(LinearSpec(heads, C, D, D))  # Gated DeltaNet
     where = {"position": config.position, "max_length": config.max_length}
     if config.attention == "mla":
         return MultiHeadLatentAttention(H, C, T, config.kv_latent, **where)
@@ -456,8 +456,7 @@ def parameter_count(config: GPTConfig) -> int:
     head = 0 if config.tie_weights else V * C  # no bias; tied: counted already
     linear = (config.layer_types or ()).count("linear")  # Gated DeltaNet blocks
     H, D = config.linear_state or (config.n_head, C // config.n_head)
-    # q k v z and out; b and a; A and dt; the convolution (width 4); the norm
-    gdn = 5 * C * H * D + 2 * C * H + 2 * H + 3 * H * D * 4 + D
+    gdn = linear_parameters(LinearSpec(H, C, D, D))  # snippets/linear_layers.py
     total = embeddings + L * block + linear * (gdn - attention) + layer_norm + head
     # layers and block: their pieces' counts instead (snippets/blocks.py)
     return total + recount(config, block - attention, attention, layer_norm)
