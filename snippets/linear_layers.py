@@ -17,7 +17,13 @@ from snippets.kda import KimiDeltaAttention
 from snippets.linear_attention import GatedDeltaNet
 from snippets.mamba2 import Mamba2
 
-__all__ = ["LinearSpec", "RULES", "linear_layer", "linear_parameters"]
+__all__ = [
+    "LinearSpec",
+    "RULES",
+    "linear_layer",
+    "linear_parameters",
+    "check_layer_types",
+]
 
 # The rules a LinearSpec names -> the layer each builds.
 RULES = {
@@ -82,3 +88,26 @@ def linear_parameters(spec: LinearSpec) -> int:
 
 
 # --8<-- [end:spec]
+
+
+def check_layer_types(config) -> None:
+    """A GPTConfig's layer_types (an entry per block, "softmax" or "linear") and
+    linear_state ((heads, D) of every Gated DeltaNet block, which needs one)."""
+    types, state = config.layer_types, config.linear_state
+    if types is not None and (
+        len(types) != config.n_layer or not set(types) <= {"softmax", "linear"}
+    ):
+        raise ValueError(
+            f"layer_types ({types!r}) must hold n_layer ({config.n_layer}) "
+            f"entries, each 'softmax' or 'linear'"
+        )
+    if state is not None and (
+        len(state) != 2
+        or not all(type(n) is int and n > 0 for n in state)
+        or types is None
+        or "linear" not in types
+    ):
+        raise ValueError(
+            f"linear_state ({state!r}) must be (heads, D), two positive ints, "
+            f"and needs a 'linear' entry in layer_types ({types!r})"
+        )

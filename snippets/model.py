@@ -23,11 +23,16 @@ from snippets.kv_heads import (
     MultiHeadLatentAttention,
     check_kv_heads,
 )
-from snippets.linear_layers import LinearSpec, linear_layer, linear_parameters
+from snippets.linear_layers import (
+    LinearSpec,
+    check_layer_types,
+    linear_layer,
+    linear_parameters,
+)
 from snippets.objectives import lm_loss
 from snippets.positional_attention import PositionalMultiHeadAttention
 from snippets.positions import POSITIONS, WITHOUT_TABLE, sinusoidal_positions
-from snippets.taming import TamedAttention, check_taming, taming_parameters
+from snippets.taming import TamedAttention, check_tamed, taming_parameters
 
 # --8<-- [end:imports]
 
@@ -132,32 +137,8 @@ class GPTConfig:
                 )
         check_kv_heads(self)  # n_kv_head and kv_latent (snippets/kv_heads.py)
         check_layers(self)  # layers and block (snippets/blocks.py)
-        types = self.layer_types
-        if types is not None and (
-            len(types) != self.n_layer or not set(types) <= {"softmax", "linear"}
-        ):
-            raise ValueError(
-                f"layer_types ({types!r}) must hold n_layer ({self.n_layer}) "
-                f"entries, each 'softmax' or 'linear'"
-            )
-        state = self.linear_state
-        if state is not None and (
-            len(state) != 2
-            or not all(type(n) is int and n > 0 for n in state)
-            or types is None
-            or "linear" not in types
-        ):
-            raise ValueError(
-                f"linear_state ({state!r}) must be (heads, D), two positive ints, "
-                f"and needs a 'linear' entry in layer_types ({types!r})"
-            )
-        check_taming(self.qk_norm, self.soft_cap, self.sinks, self.gate)
-        if self.tamed and (self.attention != "fused" or self.n_kv_head):
-            raise ValueError(
-                f"qk_norm, soft_cap, sinks and gate need attention='fused' without "
-                f"n_kv_head, got attention={self.attention!r}, "
-                f"n_kv_head={self.n_kv_head!r}"
-            )
+        check_layer_types(self)  # and linear_state (snippets/linear_layers.py)
+        check_tamed(self)  # the taming pieces (snippets/taming.py)
 
     @property
     def tamed(self) -> bool:

@@ -36,6 +36,7 @@ __all__ = [
     "gate_output",
     "OutputGate",
     "TamedAttention",
+    "check_tamed",
     "check_taming",
     "taming_parameters",
 ]
@@ -391,3 +392,15 @@ class TamedAttention(nn.Module):
 
 
 # --8<-- [end:layer]
+
+
+def check_tamed(config) -> None:
+    """A GPTConfig's pieces: each one of its choices, and any of them on the
+    fused layer alone (TamedAttention is CausalSelfAttention's, with them)."""
+    check_taming(config.qk_norm, config.soft_cap, config.sinks, config.gate)
+    if config.tamed and (config.attention != "fused" or config.n_kv_head):
+        raise ValueError(
+            f"qk_norm, soft_cap, sinks and gate need attention='fused' without "
+            f"n_kv_head, got attention={config.attention!r}, "
+            f"n_kv_head={config.n_kv_head!r}"
+        )
