@@ -92,7 +92,8 @@ def linear_parameters(spec: LinearSpec) -> int:
 
 def check_layer_types(config) -> None:
     """A GPTConfig's layer_types (an entry per block, "softmax" or "linear") and
-    linear_state ((heads, D) of every Gated DeltaNet block, which needs one)."""
+    linear_state ((heads, D), the same for every Gated DeltaNet block: it needs
+    a "linear" entry)."""
     types, state = config.layer_types, config.linear_state
     if types is not None and (
         len(types) != config.n_layer or not set(types) <= {"softmax", "linear"}

@@ -58,7 +58,8 @@ class GPTConfig:
     Raises:
         TypeError: a size is not an int.
         ValueError: a size is not positive, n_head does not divide n_embed, dropout
-            is outside [0, 1), or attention is not a key of ATTENTION.
+            is outside [0, 1), attention or position is not a known name, or
+            two options do not go together (the rules live with their pieces).
     """
 
     vocab_size: int = 96  # V
