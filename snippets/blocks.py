@@ -8,7 +8,7 @@ takes two of these:
 - `layers`: one spec per block. LAYERS maps a spec's class to the layer it
   builds and its parameter count: an AttentionSpec to a ConfigurableAttention,
   an MLASpec to DeepSeek's LatentAttention, a LinearSpec to a linear layer
-  (Gated DeltaNet, Kimi Delta Attention, Mamba2). Each takes
+  (Gated DeltaNet, Kimi Delta Attention, Mamba2, lightning). Each takes
   `forward(x, cache=None, *, return_weights=False)` and makes its own cache
   with `new_cache()`, so the GPT, generate and gpt_attention run it as they
   run the teaching layers. Another kind of layer enters as one more entry.

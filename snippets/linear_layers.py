@@ -3,8 +3,9 @@ the softmax ones: the rule, its sizes, the layer it builds, its parameters.
 
 Needs snippets/checks.py and the layers: snippets/linear_attention.py (Gated
 DeltaNet, Qwen3-Next's and Qwen3.5's), snippets/kda.py (Kimi Delta Attention,
-Kimi Linear's) and snippets/mamba2.py (Mamba2, the Nemotron-H, Granite 4 and
-Falcon-H1 hybrids'). Each takes `forward(x, cache=None, *, return_weights=False)`
+Kimi Linear's), snippets/mamba2.py (Mamba2, the Nemotron-H, Granite 4 and
+Falcon-H1 hybrids') and snippets/lightning.py (MiniMax-01's lightning
+attention). Each takes `forward(x, cache=None, *, return_weights=False)`
 and makes its LinearState with `new_cache()`. Shape letters: C channels, H heads,
 K a head's key width (Mamba2: the state size N), V its value width (Mamba2: P).
 """
@@ -14,6 +15,7 @@ import dataclasses
 
 from snippets.checks import check_positive_int
 from snippets.kda import KimiDeltaAttention
+from snippets.lightning import LightningAttention
 from snippets.linear_attention import GatedDeltaNet
 from snippets.mamba2 import Mamba2
 
@@ -30,6 +32,7 @@ RULES = {
     "gated_deltanet": GatedDeltaNet,
     "kda": KimiDeltaAttention,
     "mamba2": Mamba2,
+    "lightning": LightningAttention,
 }
 
 
@@ -45,6 +48,9 @@ class LinearSpec:
         rule: a key of RULES.
         chunk_size: positions per chunk of the chunked form (the function
             is the same for any size).
+        slopes: lightning's fixed decay rate per head, H numbers >= 0
+            (MiniMax's differ from layer to layer); the other rules learn
+            theirs and take None.
     """
 
     n_head: int
@@ -53,12 +59,35 @@ class LinearSpec:
     head_v: int
     rule: str = "gated_deltanet"
     chunk_size: int = 64
+    slopes: tuple[float, ...] | None = None
 
     def __post_init__(self):
         for name in ("n_head", "n_embed", "head_k", "head_v", "chunk_size"):
             check_positive_int(name, getattr(self, name))
         if self.rule not in RULES:
             raise ValueError(f"rule ({self.rule!r}) must be one of {list(RULES)}")
+        if self.rule != "lightning" and self.slopes is not None:
+            raise ValueError(
+                f"slopes ({self.slopes!r}) are lightning's fixed decays; "
+                f"rule={self.rule!r} learns its own: leave slopes None"
+            )
+        if self.rule != "lightning":
+            return
+        slopes = self.slopes
+        if (
+            not isinstance(slopes, tuple)
+            or len(slopes) != self.n_head
+            or not all(isinstance(r, (int, float)) and r >= 0 for r in slopes)
+        ):
+            raise ValueError(
+                f"rule='lightning' needs slopes, a tuple of n_head ({self.n_head}) "
+                f"decay rates >= 0, got {slopes!r}"
+            )
+        if self.head_k != self.head_v:
+            raise ValueError(
+                f"lightning's heads are one width: head_k ({self.head_k}) must "
+                f"equal head_v ({self.head_v})"
+            )
 
 
 def linear_layer(spec: LinearSpec):
@@ -66,6 +95,8 @@ def linear_layer(spec: LinearSpec):
     s = spec
     if s.rule == "mamba2":  # Mamba2 takes (H, C, P, N)
         sizes = (s.n_head, s.n_embed, s.head_v, s.head_k)
+    elif s.rule == "lightning":  # (H, C, D, its slopes)
+        sizes = (s.n_head, s.n_embed, s.head_k, list(s.slopes))
     else:
         sizes = (s.n_head, s.n_embed, s.head_k, s.head_v)
     return RULES[s.rule](*sizes, chunk_size=s.chunk_size)
@@ -75,6 +106,8 @@ def linear_parameters(spec: LinearSpec) -> int:
     """The parameters of linear_layer(spec), counted by hand (the short
     convolution 4 wide, one filter per channel it reads)."""
     C, H, K, V = spec.n_embed, spec.n_head, spec.head_k, spec.head_v
+    if spec.rule == "lightning":  # q, k, v and the gate; the norm; out
+        return 4 * C * H * K + H * K + H * K * C
     if spec.rule == "mamba2":  # in_proj to z, x B C (the conv's) and dt
         conv = H * V + 2 * K  # x, B and C of one group
         return C * (H * V + conv + H) + 5 * conv + 3 * H + H * V + H * V * C

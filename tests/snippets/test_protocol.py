@@ -61,7 +61,8 @@ VARIANTS = {
     "rope-long": {"position": "rope", "max_length": 24},
     # Each block's layer from a spec: the configurable layer as Qwen3-Next's softmax
     # layers (gate, QK-norm) beside Gated DeltaNet; a window layer; DeepSeek's MLA;
-    # Kimi Linear (KDA with MLA without RoPE); a Mamba2 hybrid (Nemotron-H).
+    # Kimi Linear (KDA with MLA without RoPE); a Mamba2 hybrid (Nemotron-H); lightning
+    # attention beside softmax (MiniMax-01).
     "spec-qwen3-next": {
         "layers": (
             LinearSpec(4, 32, 8, 8, chunk_size=4),
@@ -85,10 +86,25 @@ VARIANTS = {
         "layers": (LinearSpec(2, 32, 8, 16, rule="mamba2"), AttentionSpec(32, 4, 1, 8)),
         "position": "learned",
     },
+    "spec-minimax": {
+        "layers": (
+            LinearSpec(4, 32, 8, 8, rule="lightning", slopes=(0.5, 0.25, 0.125, 0.0625)),
+            AttentionSpec(32, 4, 4, 8),
+        ),
+        "position": "none",
+    },
 }
 # Blocks with a linear layer: no weights, no rolling cache.
-LINEAR = {"hybrid", "hybrid-mla", "spec-qwen3-next", "spec-kimi-linear", "spec-mamba2"}
-NO_WEIGHTS = r"(GatedDeltaNet|KimiDeltaAttention|Mamba2) has no attention weights"
+LINEAR = {
+    "hybrid",
+    "hybrid-mla",
+    "spec-qwen3-next",
+    "spec-kimi-linear",
+    "spec-mamba2",
+    "spec-minimax",
+}
+LINEAR_LAYERS = r"(GatedDeltaNet|KimiDeltaAttention|Mamba2|LightningAttention)"
+NO_WEIGHTS = LINEAR_LAYERS + r" has no attention weights"
 # Spec layers that keep RoPE keys turned at their own positions: no rolling cache.
 NO_ROLLING = {
     "spec-window": r"ConfigurableAttention takes a cache of kind .*window layers are kind",
@@ -154,8 +170,7 @@ def test_a_rolling_cache_longer_than_the_text_is_the_full_pass(name):
     if name in LINEAR:  # refused by design: a fixed-size state rolls nothing
         with pytest.raises(
             TypeError,
-            match=r"(GatedDeltaNet|KimiDeltaAttention|Mamba2) takes a cache of kind "
-            r"'linear', got RollingCache.*fixed-size",
+            match=LINEAR_LAYERS + r" takes a cache of kind 'linear', got RollingCache.*fixed-size",
         ):
             model(ids(1), cache=cache)
         return
