@@ -1,14 +1,17 @@
 """A model as data: each layer's attention from a spec, the block's pieces from one.
 
 Needs torch, snippets/checks.py, snippets/taming.py (rms_norm) and, for the
-layers a spec names, snippets/configurable.py, snippets/mla.py and
+layers a spec names, snippets/configurable.py, snippets/mla.py,
+snippets/sparse_mla.py, snippets/compressed_attention.py and
 snippets/linear_layers.py. snippets/model.py's GPTConfig
 takes two of these:
 
 - `layers`: one spec per block. LAYERS maps a spec's class to the layer it
   builds and its parameter count: an AttentionSpec to a ConfigurableAttention,
   an MLASpec to DeepSeek's LatentAttention, a LinearSpec to a linear layer
-  (Gated DeltaNet, Kimi Delta Attention, Mamba2, lightning). Each takes
+  (Gated DeltaNet, Kimi Delta Attention, Mamba2, lightning), a DSASpec to
+  DeepSeek-V3.2's sparse MLA, a CompressedSpec to DeepSeek-V4's compressed
+  attention. Each takes
   `forward(x, cache=None, *, return_weights=False)` and makes its own cache
   with `new_cache()`, so the GPT, generate and gpt_attention run it as they
   run the teaching layers. Another kind of layer enters as one more entry.
@@ -30,9 +33,15 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from snippets.checks import check_positive_int
+from snippets.compressed_attention import (
+    CompressedAttention,
+    CompressedSpec,
+    compressed_parameters,
+)
 from snippets.configurable import AttentionSpec, ConfigurableAttention
 from snippets.linear_layers import LinearSpec, linear_layer, linear_parameters
 from snippets.mla import LatentAttention, MLASpec, mla_parameters
+from snippets.sparse_mla import DSASpec, dsa_layer, dsa_parameters
 from snippets.taming import rms_norm
 
 # --8<-- [end:imports]
@@ -93,6 +102,8 @@ LAYERS = {
     AttentionSpec: (ConfigurableAttention, attention_parameters),
     MLASpec: (LatentAttention, mla_parameters),
     LinearSpec: (linear_layer, linear_parameters),
+    DSASpec: (dsa_layer, dsa_parameters),
+    CompressedSpec: (CompressedAttention, compressed_parameters),
 }
 
 
@@ -138,6 +149,12 @@ def check_layers(config) -> None:
                     f"layers[{i}].{name} ({getattr(spec, name)}) must be "
                     f"{name} ({getattr(config, name)})"
                 )
+        if type(spec) is DSASpec and spec.indexer is None:
+            raise ValueError(
+                f"layers[{i}].indexer (None): a GPT's DSA layers each run an "
+                f"indexer of their own (reusing another layer's choice, as GLM-5 "
+                f"does, is a link between layers that a spec does not hold)"
+            )
         if getattr(spec, "kv_source", None) is not None:
             raise ValueError(
                 f"layers[{i}].kv_source ({spec.kv_source}): a GPT's layers keep "

@@ -13,6 +13,7 @@ import torch
 
 from snippets.blocks import LAYERS, BlockSpec
 from snippets.rope_scaling import RopeSpec
+from snippets.sparse_mla import IndexerSpec
 
 __all__ = [
     "CHECKPOINT",
@@ -64,7 +65,9 @@ def check_same_config(saved: dict, config) -> None:
 
 
 # The specs a config may hold, by the name config_data tags them with.
-SPECS = {kind.__name__: kind for kind in (*LAYERS, BlockSpec, RopeSpec)}
+SPECS = {
+    kind.__name__: kind for kind in (*LAYERS, BlockSpec, RopeSpec, IndexerSpec)
+}
 
 
 def config_data(config) -> dict:

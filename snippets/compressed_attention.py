@@ -30,6 +30,7 @@ import torch.nn as nn
 from snippets.cache import Cache, LayerCache, check_cache
 from snippets.checks import check_positive_int
 from snippets.layer_schedule import visible
+from snippets.rope_scaling import RopeSpec, frequencies
 from snippets.sparse_attention import index_scores
 from snippets.sparse_mla import choose
 
@@ -43,8 +44,14 @@ __all__ = [
     "Compressor",
     "CompressedCache",
     "CompressedAttention",
+    "compressed_parameters",
     "compressed_gathered",
 ]
+
+
+# Why another cache does not fit: a window of raw tokens, pooled entries, and
+# the tokens waiting for their block, kept as one.
+WHY = "its window, entries and waiting tokens are one cache: use its new_cache()"
 
 
 # --8<-- [start:spec]
@@ -56,6 +63,8 @@ class CompressedSpec:
 
     ratio None: a window layer. overlap: each entry pooled over 2 * ratio
     tokens (CSA); indexer_heads, indexer_size, top_k: its indexer (CSA only).
+    rope: the frequencies of the rope_dims turned channels (V4: base 10,000 on
+    window layers, 160,000 with YaRN on compressed ones).
     """
 
     n_embed: int
@@ -72,6 +81,7 @@ class CompressedSpec:
     indexer_size: int | None = None
     top_k: int | None = None
     eps: float = 1e-6
+    rope: RopeSpec = RopeSpec()
 
     def __post_init__(self):
         for name in (
@@ -90,6 +100,14 @@ class CompressedSpec:
         if R > self.head_size:
             raise ValueError(
                 f"rope_dims ({R}) must be <= head_size ({self.head_size})"
+            )
+        if not isinstance(self.rope, RopeSpec):
+            got = type(self.rope).__name__
+            raise TypeError(f"rope must be a RopeSpec, got {got}")
+        if self.rope.rotary_dim not in (None, R):
+            raise ValueError(
+                f"rope.rotary_dim ({self.rope.rotary_dim}) must be None or "
+                f"rope_dims ({R}): the layer turns its last rope_dims channels"
             )
         if (self.n_head * self.head_size) % self.o_groups:
             raise ValueError(
@@ -252,25 +270,25 @@ class CompressedCache(Cache):
 
 # --8<-- [start:layer]
 class CompressedAttention(nn.Module):
-    """A DeepSeek-V4 layer behind the layer protocol.
+    """A DeepSeek-V4 layer behind the layer protocol; theta (R/2,), the RoPE
+    frequencies of its queries, keys and entries, from spec.rope."""
 
-    theta (R/2,): the RoPE frequencies of its queries, keys and entries (V4:
-    base 10,000 on window layers, 160,000 with YaRN on compressed ones).
-    """
-
-    def __init__(self, spec: CompressedSpec, theta: torch.Tensor):
+    def __init__(self, spec: CompressedSpec):
         super().__init__()
         if not isinstance(spec, CompressedSpec):
             raise TypeError(
                 f"spec must be a CompressedSpec, got {type(spec).__name__}"
             )
-        if tuple(theta.shape) != (spec.rope_dims // 2,):
+        turned = dataclasses.replace(spec.rope, rotary_dim=spec.rope_dims)
+        theta, factor = frequencies(turned, spec.head_size)
+        if factor != 1.0:  # V4 sets YaRN's attention factor to 1
             raise ValueError(
-                f"theta {tuple(theta.shape)} must be ({spec.rope_dims // 2},)"
+                f"spec.rope's attention factor is {factor}: this layer scales "
+                f"by 1 / sqrt(head_size) only (set rope.attention_factor=1.0)"
             )
         s, H, D = spec, spec.n_head, spec.head_size
         self.spec = spec
-        self.register_buffer("theta", theta.double(), persistent=False)
+        self.register_buffer("theta", theta, persistent=False)  # float64
         self.q_down = nn.Linear(s.n_embed, s.q_rank, bias=False)
         self.q_norm = nn.Parameter(torch.ones(s.q_rank))
         self.q_up = nn.Linear(s.q_rank, H * D, bias=False)
@@ -338,7 +356,7 @@ class CompressedAttention(nn.Module):
         if x.dim() != 3 or x.size(-1) != s.n_embed:
             raise ValueError(f"x must be (B, T, {s.n_embed}), got {tuple(x.shape)}")
         if cache is not None:
-            check_cache(cache, ("compressed",), type(self).__name__)
+            check_cache(cache, ("compressed",), type(self).__name__, WHY)
             if cache.spec != s:
                 raise ValueError(
                     "the cache was made for another spec: use layer.new_cache()"
@@ -374,6 +392,25 @@ class CompressedAttention(nn.Module):
 
 
 # --8<-- [end:layer]
+
+
+def compressed_parameters(spec: CompressedSpec) -> int:
+    """The parameters of CompressedAttention(spec), counted by hand."""
+    s, HD = spec, spec.n_head * spec.head_size
+    count = s.n_embed * s.q_rank + s.q_rank + s.q_rank * HD  # q: down, norm, up
+    count += s.n_embed * s.head_size + s.head_size + s.n_head  # K = V, norm; sinks
+    count += s.o_rank * HD + s.o_groups * s.o_rank * s.n_embed  # out, by groups
+
+    def compressor(size: int, overlap: bool) -> int:  # c, z, b; the norm
+        width = 2 * size if overlap else size
+        return 2 * s.n_embed * width + s.ratio * width + size
+
+    if s.ratio is not None:
+        count += compressor(s.head_size, s.overlap)
+    if s.overlap:  # CSA's indexer: its compressor, queries, weights
+        heads, E = s.indexer_heads, s.indexer_size
+        count += compressor(E, True) + s.q_rank * heads * E + s.n_embed * heads
+    return count
 
 
 # --8<-- [start:gathered]

@@ -29,7 +29,7 @@ import torch.nn as nn
 from snippets.cache import check_cache
 from snippets.checks import check_positive_int
 from snippets.layer_schedule import visible
-from snippets.mla import WHY, LatentAttention, MLASpec
+from snippets.mla import WHY, LatentAttention, MLASpec, mla_parameters
 from snippets.rope_scaling import RopeSpec, rotate
 from snippets.sparse_attention import index_scores
 
@@ -43,6 +43,9 @@ __all__ = [
     "choose",
     "Choice",
     "SparseLatentAttention",
+    "DSASpec",
+    "dsa_layer",
+    "dsa_parameters",
     "sparse_gathered",
     "position_temperature",
     "TemperedLatentAttention",
@@ -227,6 +230,54 @@ class SparseLatentAttention(LatentAttention):
 
 
 # --8<-- [end:layer]
+
+
+@dataclasses.dataclass(frozen=True)
+class DSASpec:
+    """One DSA layer as a GPT's per-layer spec: its MLA and its indexer.
+
+    indexer None: the layer reuses an earlier layer's choice (GLM-5), which a
+    GPT built from specs refuses (blocks.check_layers): it has no such link.
+    """
+
+    mla: MLASpec
+    indexer: IndexerSpec | None
+
+    def __post_init__(self):
+        if not isinstance(self.mla, MLASpec):
+            raise TypeError(
+                f"mla must be an MLASpec, got {type(self.mla).__name__}"
+            )
+        if self.mla.q_rank is None:
+            raise ValueError(
+                "mla.q_rank (None): DSA's indexer reads the query latent"
+            )
+        if self.indexer is not None and not isinstance(self.indexer, IndexerSpec):
+            got = type(self.indexer).__name__
+            raise TypeError(f"indexer must be an IndexerSpec or None, got {got}")
+
+    @property
+    def n_embed(self) -> int:
+        return self.mla.n_embed
+
+    @property
+    def n_head(self) -> int:
+        return self.mla.n_head
+
+
+def dsa_layer(spec: DSASpec) -> SparseLatentAttention:
+    """The layer a DSASpec describes."""
+    return SparseLatentAttention(spec.mla, spec.indexer)
+
+
+def dsa_parameters(spec: DSASpec) -> int:
+    """The parameters of dsa_layer(spec), counted by hand: the MLA's, and the
+    indexer's queries (from the query latent), key, key LayerNorm and weights."""
+    if spec.indexer is None:
+        return mla_parameters(spec.mla)
+    heads, E, C = spec.indexer.n_head, spec.indexer.head_size, spec.mla.n_embed
+    indexer = spec.mla.q_rank * heads * E + C * E + 2 * E + C * heads
+    return mla_parameters(spec.mla) + indexer
 
 
 # --8<-- [start:gathered]

@@ -32,7 +32,6 @@ import torch.nn as nn
 from snippets.compressed_attention import CompressedAttention, CompressedSpec
 from snippets.learned_temperature import Large4Spec, LearnedTemperatureAttention
 from snippets.pooled_indexer import PooledIndexer
-from snippets.rope_scaling import frequencies
 from snippets.sparse_mla import IndexerSpec, SparseLatentAttention, TemperedLatentAttention
 
 __all__ = [
@@ -157,15 +156,13 @@ def load_v4(model: nn.Module, index: int, base) -> CompressedAttention:
     D = config.head_dim
     if config.num_key_value_heads != 1:
         _refuse("num_key_value_heads", config.num_key_value_heads, "DeepSeek-V4 has one K = V head")
-    theta, factor = frequencies(base.rope_spec(config, rope, D), D)
-    if factor != 1.0:  # V4 sets YaRN's attention_factor to 1
-        _refuse("rope_parameters", config.rope_parameters[rope], f"attention factor {factor} != 1")
+    turn = base.rope_spec(config, rope, D)  # the layer refuses an attention factor != 1
     ratio = None if sparse is None else config.compress_rates[kind]
     spec = CompressedSpec(
         n_embed=config.hidden_size,
         n_head=config.num_attention_heads,
         head_size=D,
-        rope_dims=2 * theta.numel(),
+        rope_dims=turn.rotary_dim or D,
         q_rank=config.q_lora_rank,
         window=config.sliding_window,
         o_groups=config.o_groups,
@@ -176,9 +173,10 @@ def load_v4(model: nn.Module, index: int, base) -> CompressedAttention:
         indexer_size=config.index_head_dim if sparse else None,
         top_k=config.index_topk if sparse else None,
         eps=config.rms_norm_eps,
+        rope=turn,
     )
     theirs = _module(model, index)
-    layer = CompressedAttention(spec, theta.float()).to(theirs.q_a_proj.weight.dtype)
+    layer = CompressedAttention(spec).to(theirs.q_a_proj.weight.dtype)
     pairs = [
         (layer.q_down.weight, theirs.q_a_proj.weight),
         (layer.q_norm, theirs.q_a_norm.weight),

@@ -95,9 +95,7 @@ def _v4_spec(z, **choices) -> CompressedSpec:
 
 
 def _v4(z, **choices) -> CompressedAttention:
-    spec = _v4_spec(z, **choices)
-    theta = 10_000.0 ** -(torch.arange(spec.rope_dims // 2) / (spec.rope_dims // 2))
-    return CompressedAttention(spec, theta)
+    return CompressedAttention(_v4_spec(z, **choices))
 
 
 def _csa(z) -> dict:

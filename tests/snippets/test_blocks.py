@@ -27,8 +27,10 @@ from snippets.blocks import (
 from snippets.char_gpt import gpt_attention
 from snippets.configurable import AttentionSpec, ConfigurableAttention
 from snippets.generate import KVCache, generate
+from snippets.mla import MLASpec
 from snippets.model import GPT, Block, GPTConfig, parameter_count
 from snippets.rope_scaling import RopeSpec
+from snippets.sparse_mla import DSASpec, IndexerSpec
 
 C, V = 24, 30
 SPECS = (
@@ -141,11 +143,21 @@ def test_the_teaching_block_is_unchanged():
 
 def test_a_spec_builds_its_layer():
     assert isinstance(make_layer(SPECS[0]), ConfigurableAttention)
-    names = r"\['AttentionSpec', 'MLASpec', 'LinearSpec'\], got BlockSpec"
+    names = r"\['AttentionSpec', 'MLASpec', 'LinearSpec', 'DSASpec', 'CompressedSpec'\]"
+    names += ", got BlockSpec"
     with pytest.raises(TypeError, match=r"a layer spec must be one of " + names):
         make_layer(BlockSpec(hidden=8))
     with pytest.raises(TypeError, match=r"a layer spec must be one of " + names):
         layer_parameters(BlockSpec(hidden=8))
+
+
+def test_a_dsa_layer_that_reuses_another_layers_choice_is_refused_by_name():
+    mla = MLASpec(32, 4, 8, 6, 4, 6, q_rank=12)
+    layers = (DSASpec(mla, IndexerSpec(8, 8, 4, top_k=3)), DSASpec(mla, None))
+    with pytest.raises(ValueError, match=r"layers\[1\].indexer \(None\).*GLM-5"):
+        GPTConfig(vocab_size=20, n_embed=32, n_head=4, layers=layers, position="none")
+    with pytest.raises(ValueError, match=r"q_rank \(None\): DSA's indexer reads"):
+        DSASpec(dataclasses.replace(mla, q_rank=None), None)
 
 
 # --- the GPT through the one protocol ----------------------------------------------------

@@ -25,21 +25,22 @@ from snippets.compressed_attention import (
     pool,
     turn_tail,
 )
+from snippets.rope_scaling import RopeSpec
 
 BASE = {"n_embed": 24, "n_head": 4, "head_size": 8, "rope_dims": 4, "q_rank": 12}
-BASE |= {"window": 5, "o_groups": 2, "o_rank": 6}
+BASE |= {"window": 5, "o_groups": 2, "o_rank": 6, "rope": RopeSpec(base=100.0)}
 SPECS = {
     "window": CompressedSpec(**BASE),
     "hca": CompressedSpec(**BASE, ratio=4),
     "csa": CompressedSpec(**BASE, ratio=3, overlap=True, indexer_heads=4, indexer_size=8, top_k=2),
 }
-THETA = torch.tensor([1.0, 0.1])
+THETA = torch.tensor([1.0, 0.1], dtype=torch.float64)  # base 100 on 4 channels
 T = 17  # beyond the window and several blocks, not a whole number of them
 
 
 def layer(name: str, seed: int = 0) -> CompressedAttention:
     torch.manual_seed(seed)
-    attn = CompressedAttention(SPECS[name], THETA)
+    attn = CompressedAttention(SPECS[name])
     with torch.no_grad():
         for p in attn.parameters():
             p.copy_(torch.randn_like(p) * 0.5 + (1.0 if p.dim() == 1 else 0.0))
@@ -188,10 +189,13 @@ def test_bad_inputs_are_refused_by_name():
     attn = layer("window")
     with pytest.raises(ValueError, match=r"x must be \(B, T, 24\)"):
         attn(torch.randn(2, 5, 16))
-    with pytest.raises(ValueError, match="theta"):
-        CompressedAttention(SPECS["window"], torch.ones(3))
     with pytest.raises(TypeError, match="CompressedSpec"):
-        CompressedAttention(dataclasses.asdict(SPECS["window"]), THETA)
+        CompressedAttention(dataclasses.asdict(SPECS["window"]))
+    with pytest.raises(ValueError, match=r"rope.rotary_dim \(8\) must be None or rope_dims \(4\)"):
+        CompressedSpec(**{**BASE, "rope": RopeSpec(rotary_dim=8)})
+    yarn = RopeSpec(scaling="yarn", factor=4.0, original_length=16)
+    with pytest.raises(ValueError, match=r"attention factor is 1\.13.*attention_factor=1\.0"):
+        CompressedAttention(CompressedSpec(**{**BASE, "rope": yarn}))
 
 
 @pytest.mark.parametrize("query_chunk", [1, 4, 6, 64])

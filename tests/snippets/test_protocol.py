@@ -21,12 +21,14 @@ from torch.testing import assert_close
 
 from snippets.cache import LayerCache
 from snippets.checkpoint import config_data, config_from_data, save_checkpoint
+from snippets.compressed_attention import CompressedSpec
 from snippets.configurable import AttentionSpec, ConfigurableAttention
 from snippets.generate import KVCache, generate
 from snippets.linear_layers import LinearSpec
 from snippets.mla import LatentAttention, MLASpec
 from snippets.model import GPT, GPTConfig, parameter_count
 from snippets.rope_scaling import RopeSpec
+from snippets.sparse_mla import DSASpec, IndexerSpec
 from snippets.streaming import RollingKVCache
 
 BASE = GPTConfig(vocab_size=20, context_length=16, n_embed=32, n_head=4, n_layer=2)
@@ -93,6 +95,26 @@ VARIANTS = {
         ),
         "position": "none",
     },
+    "spec-dsa": {  # 8 indexer heads: a key all of whose ReLU'd scores are 0 ties with
+        # the others at 0, and top-k breaks such ties by the number of keys, not causally
+        "layers": (
+            DSASpec(MLASpec(32, 4, 8, 6, 4, 6, q_rank=12), IndexerSpec(8, 8, 4, top_k=3)),
+            DSASpec(MLASpec(32, 4, 8, 6, 4, 6, q_rank=12), IndexerSpec(8, 8, 0, top_k=5)),
+        ),
+        "position": "none",
+    },
+    "spec-deepseek-v4": {
+        "layers": tuple(
+            CompressedSpec(32, 4, 8, 4, 12, window=5, o_groups=2, o_rank=6, **kind)
+            for kind in (
+                {},
+                {"ratio": 3, "overlap": True, "indexer_heads": 2, "indexer_size": 8, "top_k": 2},
+                {"ratio": 4},
+            )
+        ),
+        "n_layer": 3,
+        "position": "none",
+    },
 }
 # Blocks with a linear layer: no weights, no rolling cache.
 LINEAR = {
@@ -109,7 +131,11 @@ NO_WEIGHTS = LINEAR_LAYERS + r" has no attention weights"
 NO_ROLLING = {
     "spec-window": r"ConfigurableAttention takes a cache of kind .*window layers are kind",
     "spec-mla": r"LatentAttention takes a cache of kind 'full'.*rope keys turned",
+    "spec-dsa": r"SparseLatentAttention takes a cache of kind 'full'.*rope keys turned",
+    "spec-deepseek-v4": r"CompressedAttention takes a cache of kind 'compressed'.*one cache",
 }
+# Layers whose weights span the raw keys, then the compressed entries, beside a sink.
+ENTRIES = {"spec-deepseek-v4"}
 
 
 def model_of(name: str) -> GPT:
@@ -193,10 +219,12 @@ def test_every_layer_gives_its_weights_or_says_why_not(name):
         assert_close(logits, model(idx)[0], rtol=1e-9, atol=1e-9)
     assert len(weights) == model.config.n_layer
     for w in weights:
-        assert w.shape == (2, model.config.n_head, 10, 10)
-        assert torch.all(w.triu(1) == 0)  # nothing from a later position
+        raw = w[..., :10]  # the keys of the 10 positions; then any entries
+        assert w.shape[:3] == (2, model.config.n_head, 10) and raw.shape[-1] == 10
+        assert w.size(-1) == 10 or name in ENTRIES
+        assert torch.all(raw.triu(1) == 0)  # nothing from a later position
         total = w.sum(-1)  # 1 per row; below 1 with a sink taking its share
-        if model.config.sinks:
+        if model.config.sinks or name in ENTRIES:
             assert torch.all(total < 1) and torch.all(total > 0)
         else:
             assert_close(total, torch.ones_like(total))
@@ -207,8 +235,10 @@ def test_every_layer_gives_its_weights_or_says_why_not(name):
         model(idx[:, :9], cache=cache)
         _, _, step = model(idx[:, 9:], cache=cache, return_weights=True)
     for w, s in zip(weights, step, strict=True):
-        held = s.size(-1)  # a window layer's cache holds only the keys its window sees
-        assert_close(s, w[:, :, 9:, 10 - held :], rtol=1e-9, atol=1e-9)
+        entries = w.size(-1) - 10  # the same entries, after the raw keys, in both
+        held = s.size(-1) - entries  # a window's cache holds only the keys it sees
+        assert_close(s[..., :held], w[:, :, 9:, 10 - held : 10], rtol=1e-9, atol=1e-9)
+        assert_close(s[..., held:], w[:, :, 9:, 10:], rtol=1e-9, atol=1e-9)
         assert torch.all(w[:, :, 9:, : 10 - held] == 0)
 
 
