@@ -231,7 +231,8 @@ class MultiHeadLatentAttention(nn.Module):
     thing a cache must keep; every head's keys and values are projected up from
     it. Simplified from DeepSeek-V2's MLA (see the kv-heads page): no decoupled
     RoPE key (so position="rope" is refused), no low-rank query, no
-    normalisation of the latent, and head size C // H.
+    normalisation of the latent, and head size C // H: snippets/mla.py's
+    LatentAttention with those parts off (mla.from_kv_heads).
 
     Args:
         n_head: H, the number of heads; must divide n_embed.

@@ -2,7 +2,8 @@
 
 Needs torch, snippets/checks.py, snippets/positions.py (through rope_scaling)
 and snippets/layer_schedule.py. snippets/kv_heads.py has the simple MLA, without
-positions; this is the full one (DeepSeek-V2, section 2.1):
+positions, which is this one with its extra parts off (from_kv_heads); this
+is the full one (DeepSeek-V2, section 2.1):
 
 - the query is compressed too: x -> q_rank numbers -> RMSNorm -> heads;
 - the latent c (kv_rank numbers per position) is RMSNorm-ed; it is what the
@@ -29,12 +30,13 @@ import torch.nn.functional as F
 
 from snippets.cache import LayerCache, check_cache
 from snippets.checks import check_positive_int
+from snippets.kv_heads import MultiHeadLatentAttention
 from snippets.layer_schedule import visible
 from snippets.rope_scaling import RopeSpec, rotate
 
 # --8<-- [end:imports]
 
-__all__ = ["MLASpec", "LatentAttention", "mla_parameters"]
+__all__ = ["MLASpec", "LatentAttention", "mla_parameters", "from_kv_heads"]
 
 
 # Why a rolling cache does not fit: the rope keys turn once, when new.
@@ -49,6 +51,8 @@ class MLASpec:
 
     q_rank None: queries projected straight from x (DeepSeek-V2-Lite).
     scale None: 1 / sqrt(Dn + Dr). rope None: the Dr part unturned (Kimi Linear).
+    latent_norm False and proj_bias (None: as bias) make the kv-heads page's
+    MLA of the same weights (from_kv_heads).
     """
 
     n_embed: int
@@ -62,6 +66,8 @@ class MLASpec:
     scale: float | None = None
     eps: float = 1e-6
     bias: bool = False
+    latent_norm: bool = True
+    proj_bias: bool | None = None
 
     def __post_init__(self):
         for name in (
@@ -91,9 +97,10 @@ def mla_parameters(spec: MLASpec) -> int:
         q = C * H * Dq
     else:  # down (and its bias), the norm's scales, up
         q = C * s.q_rank + s.bias * s.q_rank + s.q_rank + s.q_rank * H * Dq
-    kv = (C + s.bias) * (R + s.rope_head_size) + R  # down, its bias; the norm
+    kv = (C + s.bias) * (R + s.rope_head_size) + s.latent_norm * R  # down; norm
     kv += R * H * (s.nope_head_size + s.v_head_size)  # up
-    return q + kv + H * s.v_head_size * C + s.bias * C  # and proj
+    proj_bias = s.bias if s.proj_bias is None else s.proj_bias
+    return q + kv + H * s.v_head_size * C + proj_bias * C  # and proj
 
 
 # --8<-- [start:layer]
@@ -114,11 +121,14 @@ class LatentAttention(nn.Module):
         # x -> [latent (R) | the shared rope key (Dr)]: all a cache keeps.
         self.kv_down = nn.Linear(C, s.kv_rank + s.rope_head_size, bias=s.bias)
         self.kv_norm = nn.RMSNorm(s.kv_rank, eps=s.eps)
+        if not s.latent_norm:
+            self.kv_norm = nn.Identity()
         # latent -> per head [key without RoPE (Dn) | value (Dv)]
         self.kv_up = nn.Linear(
             s.kv_rank, H * (s.nope_head_size + s.v_head_size), bias=False
         )
-        self.proj = nn.Linear(H * s.v_head_size, C, bias=s.bias)
+        proj_bias = s.bias if s.proj_bias is None else s.proj_bias
+        self.proj = nn.Linear(H * s.v_head_size, C, bias=proj_bias)
         self.scale = s.scale or 1 / math.sqrt(Dq)
 
     def queries(self, x: torch.Tensor, offset: int = 0, latent=None):
@@ -221,3 +231,34 @@ class LatentAttention(nn.Module):
     def new_cache(self) -> LayerCache:
         """An empty cache: latents and rope keys of every position."""
         return LayerCache("full")
+
+
+@torch.no_grad()
+def from_kv_heads(mla: MultiHeadLatentAttention) -> LatentAttention:
+    """The kv-heads page's MLA as a LatentAttention computing exactly what it does.
+
+    That layer is this one with its extra parts switched off: no decoupled
+    RoPE key (rope_head_size 0), no query latent, no latent norm, heads of
+    D = C / H, a bias on the output projection only. Its key and value
+    up-projections are kv_up's rows, head by head: [keys (D) | values (D)].
+    ALiBi, a bias this layer does not add, is refused.
+    """
+    if not isinstance(mla, MultiHeadLatentAttention):
+        got = type(mla).__name__
+        raise TypeError(f"mla must be a MultiHeadLatentAttention, got {got}")
+    if mla.position == "alibi":
+        raise ValueError(
+            "position='alibi': LatentAttention adds no ALiBi bias to its scores"
+        )
+    H, C, R = mla.n_head, mla.n_embed, mla.kv_latent
+    D = C // H
+    spec = MLASpec(C, H, R, D, 0, D, rope=None, latent_norm=False, proj_bias=True)
+    weight = mla.proj.weight
+    layer = LatentAttention(spec).to(device=weight.device, dtype=weight.dtype)
+    layer.q_proj.weight.copy_(mla.query.weight)
+    layer.kv_down.weight.copy_(mla.kv_down.weight)
+    keys = mla.key_up.weight.view(H, D, R)  # head h: rows h*D .. h*D + D - 1
+    values = mla.value_up.weight.view(H, D, R)
+    layer.kv_up.weight.copy_(torch.cat([keys, values], dim=1).view(2 * C, R))
+    layer.proj.load_state_dict(mla.proj.state_dict())
+    return layer

@@ -2,7 +2,9 @@
 
 The absorbed form is the training form; a decode with a cache of latents and
 rope keys is recomputing; the rope key is one per position, shared by every head,
-and it carries the position; the cache holds R + Dr numbers per position."""
+and it carries the position; the cache holds R + Dr numbers per position. The
+kv-heads page's MLA is this layer with its extra parts off: one MLA, the same
+function of the same weights, in a layer and in a whole GPT."""
 
 import re
 
@@ -10,7 +12,11 @@ import pytest
 import torch
 from torch.testing import assert_close
 
-from snippets.mla import LatentAttention, MLASpec, mla_parameters
+from snippets.cache import LayerCache
+from snippets.generate import KVCache
+from snippets.kv_heads import MultiHeadLatentAttention
+from snippets.mla import LatentAttention, MLASpec, from_kv_heads, mla_parameters
+from snippets.model import GPT, GPTConfig, parameter_count
 from snippets.rope_scaling import RopeSpec
 
 SPEC = MLASpec(
@@ -110,8 +116,67 @@ def test_no_rope_part_at_all_is_mla_without_positions():
         MLASpec(32, 4, 8, 6, 4, 6, q_rank=12, bias=True),
         MLASpec(32, 2, 8, 6, 0, 6, rope=None),
         MLASpec(32, 4, 8, 6, 4, 6, bias=True),
+        MLASpec(32, 4, 8, 8, 0, 8, rope=None, latent_norm=False, proj_bias=True),
+        MLASpec(32, 4, 8, 6, 4, 6, bias=True, proj_bias=False),
     ],
-    ids=["q-rank", "q-rank-bias", "no-rope", "bias"],
+    ids=["q-rank", "q-rank-bias", "no-rope", "bias", "kv-heads-form", "no-proj-bias"],
 )
 def test_the_count_by_hand_is_the_layers(spec):
     assert mla_parameters(spec) == sum(p.numel() for p in LatentAttention(spec).parameters())
+
+
+@pytest.mark.parametrize("position", ["learned", "none"])
+@torch.no_grad()
+def test_the_kv_heads_mla_is_this_layer_with_its_extra_parts_off(position):
+    torch.manual_seed(0)
+    simple = MultiHeadLatentAttention(4, 32, 16, kv_latent=8, position=position).double()
+    for p in simple.parameters():
+        p.normal_(0, 0.5)
+    layer = from_kv_heads(simple)
+    spec = layer.spec
+    assert (spec.rope_head_size, spec.q_rank, spec.latent_norm) == (0, None, False)
+    x = torch.randn(2, T, 32, dtype=torch.float64)
+    assert_close(layer(x), simple(x), rtol=1e-12, atol=1e-12)
+    pairs = zip(layer(x, return_weights=True), simple(x, return_weights=True), strict=True)
+    for ours, its in pairs:
+        assert_close(ours, its, rtol=1e-12, atol=1e-12)  # the output, then the weights
+    mine, theirs = layer.new_cache(), LayerCache()
+    steps = [(layer(x[:, a:b], cache=mine), simple(x[:, a:b], cache=theirs)) for a, b in
+             ((0, 5), (5, 6), (6, T))]  # fmt: skip
+    for ours, its in steps:
+        assert_close(ours, its, rtol=1e-12, atol=1e-12)
+    count = sum(p.numel() for p in simple.parameters())
+    assert mla_parameters(spec) == count == sum(p.numel() for p in layer.parameters())
+    with pytest.raises(ValueError, match=r"position='alibi': LatentAttention adds no ALiBi"):
+        from_kv_heads(MultiHeadLatentAttention(4, 32, 16, 8, position="alibi"))
+    with pytest.raises(TypeError, match=r"must be a MultiHeadLatentAttention, got LatentAttention"):
+        from_kv_heads(layer)
+
+
+@torch.no_grad()
+def test_a_teaching_mla_gpt_is_a_gpt_of_mla_specs():
+    """GPTConfig(attention="mla") and GPTConfig(layers=(MLASpec, ...)) with the extra
+    parts off: the same parameter count, and with the weights carried over the same
+    logits, whole and cached."""
+    base = {"vocab_size": 20, "context_length": 16, "n_embed": 32, "n_head": 4}
+    teaching = GPTConfig(**base, attention="mla", kv_latent=8)
+    torch.manual_seed(0)
+    gpt = GPT(teaching).double().eval()
+    for p in gpt.parameters():
+        p.add_(0.2 * torch.randn_like(p))
+    layers = [from_kv_heads(block.attn) for block in gpt.blocks]
+    specs = GPTConfig(**base, layers=tuple(layer.spec for layer in layers))
+    assert parameter_count(specs) == parameter_count(teaching)
+    same = GPT(specs).double().eval()
+    state = {k: v for k, v in gpt.state_dict().items() if ".attn." not in k}
+    for i, layer in enumerate(layers):
+        state |= {f"blocks.{i}.attn.{k}": v for k, v in layer.state_dict().items()}
+    same.load_state_dict(state)
+    idx = torch.randint(0, 20, (2, 16), generator=torch.Generator().manual_seed(1))
+    assert_close(same(idx)[0], gpt(idx)[0], rtol=1e-12, atol=1e-12)
+    caches = KVCache(same, 2), KVCache(gpt, 2)
+    for a, b in ((0, 7), (7, 8), (8, 16)):
+        ours, its = (
+            model(idx[:, a:b], cache=c)[0] for model, c in zip((same, gpt), caches, strict=True)
+        )
+        assert_close(ours, its, rtol=1e-12, atol=1e-12)
