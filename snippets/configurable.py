@@ -66,7 +66,7 @@ class AttentionSpec:
         qk_norm_weight: False for a norm without learned scales (Llama 4).
         qk_norm_after_rope: normalise after RoPE (Llama 4), not before.
         eps: the norms' epsilon.
-        softcap: Gemma 2's cap on the scores, None: none.
+        soft_cap: Gemma 2's cap on the scores, None: none.
         sinks: a learned sink logit per head (gpt-oss).
         gate: None, "elementwise" or "head": the output gate (Qwen3-Next).
         temperature: (floor_scale, attn_scale) of Llama 4's NoPE layers.
@@ -93,7 +93,7 @@ class AttentionSpec:
     qk_norm_weight: bool = True
     qk_norm_after_rope: bool = False
     eps: float = 1e-6
-    softcap: float | None = None
+    soft_cap: float | None = None
     sinks: bool = False
     gate: str | None = None
     temperature: tuple[int, float] | None = None
@@ -235,13 +235,13 @@ class ConfigurableAttention(nn.Module):
         # A copy of each key/value head per query head, not enable_gqa: the
         # faster of the two for the fused kernel on CPU.
         k, v = expand_kv(k, group), expand_kv(v, group)  # (B, H, Ta, D)
-        if s.softcap is None and not s.sinks and not return_weights:
+        if s.soft_cap is None and not s.sinks and not return_weights:
             return F.scaled_dot_product_attention(
                 q, k, v, attn_mask=mask, is_causal=mask is None, scale=self.scale
             )
         scores = (q @ k.transpose(-2, -1)) * self.scale  # (B, H, Tn, Ta)
-        if s.softcap is not None:
-            scores = soft_cap(scores, s.softcap)  # before the mask, as Gemma 2
+        if s.soft_cap is not None:
+            scores = soft_cap(scores, s.soft_cap)  # before the mask, as Gemma 2
         if mask is None:
             T = q.size(-2)
             mask = torch.ones(T, T, dtype=torch.bool, device=q.device).tril()

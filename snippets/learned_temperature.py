@@ -17,7 +17,7 @@ snippets/cache.py. What is new, each a small piece composed into MLA:
   cache of its keys (SharedLatents).
 
 Shape letters: B batch, T positions (Tn new, Ta attended), C channels, H heads,
-I indexer heads, E their head size, R kv_rank, Dn, Dr, Dv as in mla.py.
+I indexer heads, E their head size, R kv_latent, Dn, Dr, Dv as in mla.py.
 """
 
 # --8<-- [start:imports]
@@ -161,7 +161,7 @@ class Large4Spec(MLASpec):
         for name in (
             "n_embed",
             "n_head",
-            "kv_rank",
+            "kv_latent",
             "nope_head_size",
             "v_head_size",
         ):
@@ -234,7 +234,7 @@ class LearnedTemperatureAttention(LatentAttention):
     def latents(self, x, offset: int = 0):
         """x (B, T, C) -> c (B, T, R) normed, k_rope (B, T, Dr) turned."""
         c, k_rope = self.kv_down(x).split(
-            [self.spec.kv_rank, self.spec.rope_head_size], -1
+            [self.spec.kv_latent, self.spec.rope_head_size], -1
         )
         return self.kv_norm(c), k_rope if self.turn is None else self.turn(
             k_rope, offset

@@ -6,7 +6,7 @@ positions, which is this one with its extra parts off (from_kv_heads); this
 is the full one (DeepSeek-V2, section 2.1):
 
 - the query is compressed too: x -> q_rank numbers -> RMSNorm -> heads;
-- the latent c (kv_rank numbers per position) is RMSNorm-ed; it is what the
+- the latent c (kv_latent numbers per position) is RMSNorm-ed; it is what the
   cache keeps, with
 - one decoupled RoPE key of rope_head_size per position, shared by all heads:
   RoPE cannot sit between the latent and the query (it would turn the key
@@ -16,7 +16,7 @@ is the full one (DeepSeek-V2, section 2.1):
   query side and the value up-projection after the weighted sum, so a step
   reads the latents and rope keys directly.
 
-Shape letters: B batch, T positions, C channels, H heads, R kv_rank, Dn the
+Shape letters: B batch, T positions, C channels, H heads, R kv_latent, Dn the
 no-RoPE part of a query/key head, Dr its RoPE part, Dv a value head.
 """
 
@@ -47,7 +47,7 @@ WHY = "it caches rope keys turned at their own positions; use its new_cache()"
 @dataclasses.dataclass(frozen=True)
 class MLASpec:
     """One MLA layer's numbers (DeepSeek-V3: C=7168, H=128, q_rank=1536,
-    kv_rank=512, Dn=128, Dr=64, Dv=128).
+    kv_latent=512, Dn=128, Dr=64, Dv=128).
 
     q_rank None: queries projected straight from x (DeepSeek-V2-Lite).
     scale None: 1 / sqrt(Dn + Dr). rope None: the Dr part unturned (Kimi Linear).
@@ -57,7 +57,7 @@ class MLASpec:
 
     n_embed: int
     n_head: int
-    kv_rank: int
+    kv_latent: int
     nope_head_size: int
     rope_head_size: int
     v_head_size: int
@@ -73,7 +73,7 @@ class MLASpec:
         for name in (
             "n_embed",
             "n_head",
-            "kv_rank",
+            "kv_latent",
             "nope_head_size",
             "v_head_size",
         ):
@@ -92,7 +92,7 @@ class MLASpec:
 def mla_parameters(spec: MLASpec) -> int:
     """The parameters of LatentAttention(spec), counted by hand."""
     s, C, H = spec, spec.n_embed, spec.n_head
-    R, Dq = s.kv_rank, s.nope_head_size + s.rope_head_size
+    R, Dq = s.kv_latent, s.nope_head_size + s.rope_head_size
     if s.q_rank is None:
         q = C * H * Dq
     else:  # down (and its bias), the norm's scales, up
@@ -119,13 +119,13 @@ class LatentAttention(nn.Module):
             self.q_norm = nn.RMSNorm(s.q_rank, eps=s.eps)
             self.q_up = nn.Linear(s.q_rank, H * Dq, bias=False)
         # x -> [latent (R) | the shared rope key (Dr)]: all a cache keeps.
-        self.kv_down = nn.Linear(C, s.kv_rank + s.rope_head_size, bias=s.bias)
-        self.kv_norm = nn.RMSNorm(s.kv_rank, eps=s.eps)
+        self.kv_down = nn.Linear(C, s.kv_latent + s.rope_head_size, bias=s.bias)
+        self.kv_norm = nn.RMSNorm(s.kv_latent, eps=s.eps)
         if not s.latent_norm:
             self.kv_norm = nn.Identity()
         # latent -> per head [key without RoPE (Dn) | value (Dv)]
         self.kv_up = nn.Linear(
-            s.kv_rank, H * (s.nope_head_size + s.v_head_size), bias=False
+            s.kv_latent, H * (s.nope_head_size + s.v_head_size), bias=False
         )
         proj_bias = s.bias if s.proj_bias is None else s.proj_bias
         self.proj = nn.Linear(H * s.v_head_size, C, bias=proj_bias)
@@ -146,7 +146,7 @@ class LatentAttention(nn.Module):
     def latents(self, x: torch.Tensor, offset: int = 0):
         """x (B, T, C) -> c (B, T, R) normed, k_rope (B, T, Dr) turned."""
         c, k_rope = self.kv_down(x).split(
-            [self.spec.kv_rank, self.spec.rope_head_size], -1
+            [self.spec.kv_latent, self.spec.rope_head_size], -1
         )
         if self.spec.rope is not None:
             k_rope = rotate(k_rope, self.spec.rope, offset)

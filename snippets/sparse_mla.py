@@ -17,7 +17,7 @@ LatentAttention, each a small piece composed into it:
   1 + beta * log(1 + floor(t / length)), which grows with the position t.
 
 Shape letters: B batch, T positions (Tn new, Ta attended), C channels, I
-indexer heads, E their head size, R kv_rank.
+indexer heads, E their head size, R kv_latent.
 """
 
 # --8<-- [start:imports]
@@ -294,7 +294,7 @@ def sparse_gathered(layer: SparseLatentAttention, x: torch.Tensor, query_chunk=2
     if layer.indexer is None:
         raise ValueError("sparse_gathered runs a layer with an indexer of its own")
     check_positive_int("query_chunk", query_chunk)
-    (B, T, _), R = x.shape, layer.spec.kv_rank
+    (B, T, _), R = x.shape, layer.spec.kv_latent
     latent = layer.q_norm(layer.q_down(x))
     q_nope, q_rope = layer.queries(x, latent=latent)
     c, k_rope = layer.latents(x)

@@ -304,7 +304,7 @@ def specs_kv_bytes(specs: list, tokens: int, bytes_per_element: int = 2) -> int:
             continue
         if isinstance(spec, MLASpec):
             if getattr(spec, "kv_source", None) is None:  # a reader caches nothing
-                total += (spec.kv_rank + spec.rope_head_size) * tokens
+                total += (spec.kv_latent + spec.rope_head_size) * tokens
             continue
         if spec.kv_source is not None:
             continue
@@ -358,7 +358,7 @@ def table_rows() -> list[dict]:
             heads = f"{first.n_head} / latent"
             size = f"{first.nope_head_size}+{first.rope_head_size} (v {first.v_head_size})"
             q = "from x" if first.q_rank is None else first.q_rank
-            extras = f"MLA: q {q}, kv {first.kv_rank}, rope key {first.rope_head_size}"
+            extras = f"MLA: q {q}, kv {first.kv_latent}, rope key {first.rope_head_size}"
             norm = "RMSNorm on q and kv latents"
             if first.q_rank is None:
                 norm = "RMSNorm on the kv latent"
@@ -370,8 +370,8 @@ def table_rows() -> list[dict]:
                 norm += ", V-norm"
             if first.qk_norm and not first.qk_norm_weight:
                 norm = "QK L2-norm (RoPE layers)"
-            if first.softcap:
-                norm = (norm + ", " if norm else "") + f"cap {first.softcap:g}"
+            if first.soft_cap:
+                norm = (norm + ", " if norm else "") + f"cap {first.soft_cap:g}"
             shared = sum(s.kv_source is not None for s in attention)
             extras = ", ".join(
                 x

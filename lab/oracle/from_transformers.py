@@ -238,7 +238,7 @@ def spec_from_config(config, index: int) -> AttentionSpec | MLASpec:
         qk_norm_weight=family != "llama4_text",
         qk_norm_after_rope=family == "llama4_text",
         eps=_field(config, "rms_norm_eps", 1e-6),  # QK-norm's; Nemotron-H has none
-        softcap=getattr(config, "attn_logit_softcapping", None),
+        soft_cap=getattr(config, "attn_logit_softcapping", None),
         sinks=family == "gpt_oss",
         gate="elementwise" if family in ("qwen3_next", "qwen3_5_text") else None,
         temperature=temperature,
@@ -276,7 +276,7 @@ def _mla_spec(config) -> MLASpec:
     return MLASpec(
         n_embed=config.hidden_size,
         n_head=config.num_attention_heads,
-        kv_rank=config.kv_lora_rank,
+        kv_latent=config.kv_lora_rank,
         nope_head_size=config.qk_nope_head_dim,
         rope_head_size=config.qk_rope_head_dim,
         v_head_size=config.v_head_dim,
@@ -361,7 +361,7 @@ def _load_gqa(
 @torch.no_grad()
 def _load_mla(module: nn.Module, spec: MLASpec, config) -> LatentAttention:
     layer = LatentAttention(spec).to(module.o_proj.weight.dtype)
-    Dn, Dr, R = spec.nope_head_size, spec.rope_head_size, spec.kv_rank
+    Dn, Dr, R = spec.nope_head_size, spec.rope_head_size, spec.kv_latent
     order = torch.arange(Dn + Dr)  # per query head: [nope | rope]
     down = torch.arange(R + Dr)  # kv_down's rows: [latent | rope key]
     if not getattr(config, "rope_interleave", True):

@@ -280,7 +280,7 @@ def large4_spec(config, index: int, base):
     return Large4Spec(
         n_embed=config.hidden_size,
         n_head=config.num_attention_heads,
-        kv_rank=config.kv_lora_rank,
+        kv_latent=config.kv_lora_rank,
         nope_head_size=Dn if use_rope else Dn + Dr,  # NoPE: the whole head from the latent
         rope_head_size=Dr if use_rope else 0,
         v_head_size=config.v_head_dim,

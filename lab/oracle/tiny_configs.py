@@ -19,7 +19,7 @@ COMMON = {
     "max_position_embeddings": 64,
 }
 MOE = {"num_experts_per_tok": 1}
-# The MLA sizes of the DeepSeek-like families (q_rank 24, kv_rank 16, Dn = Dr = 8).
+# The MLA sizes of the DeepSeek-like families (q_rank 24, kv_latent 16, Dn = Dr = 8).
 MLA_TINY = {
     "q_lora_rank": 24,
     "kv_lora_rank": 16,

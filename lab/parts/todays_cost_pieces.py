@@ -66,7 +66,7 @@ def _mla(z) -> MLASpec:
     return MLASpec(
         C,
         H,
-        kv_rank=2 * D,
+        kv_latent=2 * D,
         nope_head_size=D,
         rope_head_size=D // 2,
         v_head_size=D,

@@ -35,7 +35,7 @@ VARIANTS = {
     "nope warm": {"rope": None, "temperature": (4, 0.1)},
     "norm cap sinks gate": {
         "qk_norm": "head",
-        "softcap": 5.0,
+        "soft_cap": 5.0,
         "sinks": True,
         "gate": "elementwise",
     },
@@ -72,7 +72,7 @@ def test_a_window_layer_does_not_see_past_its_window():
 def test_the_written_out_path_equals_the_fused_kernel():
     # A cap so large it changes nothing sends the same layer down the written-out path.
     layer, x = make()
-    capped = ConfigurableAttention(dataclasses.replace(BASE, softcap=1e9))
+    capped = ConfigurableAttention(dataclasses.replace(BASE, soft_cap=1e9))
     capped.load_state_dict(layer.state_dict())
     assert_close(capped(x), layer(x), rtol=1e-5, atol=1e-5)
 

@@ -33,7 +33,7 @@ ROPE = RopeSpec(base=100.0)
 SPEC = Large4Spec(
     n_embed=32,
     n_head=4,
-    kv_rank=12,
+    kv_latent=12,
     nope_head_size=8,
     rope_head_size=4,
     v_head_size=6,
@@ -179,8 +179,8 @@ def test_bad_specs_are_named():
         dataclasses.replace(SPEC, q_rank=16)
     with pytest.raises(ValueError, match=r"kv_source \(-1\)"):
         dataclasses.replace(SPEC, kv_source=-1)
-    with pytest.raises(ValueError, match=r"kv_rank \(0\)"):
-        dataclasses.replace(NOPE, kv_rank=0)
+    with pytest.raises(ValueError, match=r"kv_latent \(0\)"):
+        dataclasses.replace(NOPE, kv_latent=0)
     with pytest.raises(ValueError, match=r"pairs \('half'\)"):
         XQueryIndexer(dataclasses.replace(INDEXER, pairs="half"), 32, None)
     with pytest.raises(ValueError, match=r"rope_dims \(6\)"):

@@ -22,7 +22,7 @@ from snippets.rope_scaling import RopeSpec
 SPEC = MLASpec(
     n_embed=32,
     n_head=4,
-    kv_rank=12,
+    kv_latent=12,
     nope_head_size=8,
     rope_head_size=4,
     v_head_size=6,
@@ -60,7 +60,7 @@ def test_cached_decode_is_recomputing_and_keeps_latent_plus_rope_key(q_rank):
     ]
     assert_close(torch.cat(steps, 1), whole, rtol=1e-5, atol=1e-5)
     latent, rope_key = cache.held
-    assert latent.shape == (2, T, SPEC.kv_rank) and rope_key.shape == (2, T, SPEC.rope_head_size)
+    assert latent.shape == (2, T, SPEC.kv_latent) and rope_key.shape == (2, T, SPEC.rope_head_size)
 
 
 @torch.no_grad()
@@ -88,8 +88,8 @@ def test_the_rope_key_is_shared_by_all_heads_and_carries_the_position():
 def test_bad_spec_names_the_value():
     with pytest.raises(ValueError, match=re.escape("rope_head_size (3) must be even")):
         MLASpec(**{**SPEC.__dict__, "rope_head_size": 3})
-    with pytest.raises(ValueError, match=re.escape("kv_rank (0) must be positive")):
-        MLASpec(**{**SPEC.__dict__, "kv_rank": 0})
+    with pytest.raises(ValueError, match=re.escape("kv_latent (0) must be positive")):
+        MLASpec(**{**SPEC.__dict__, "kv_latent": 0})
 
 
 @torch.no_grad()

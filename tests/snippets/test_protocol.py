@@ -19,6 +19,7 @@ import pytest
 import torch
 from torch.testing import assert_close
 
+from snippets.as_specs import as_specs
 from snippets.cache import LayerCache
 from snippets.checkpoint import config_data, config_from_data, save_checkpoint
 from snippets.compressed_attention import CompressedSpec
@@ -256,6 +257,28 @@ def test_the_parameter_count_and_a_checkpoint(name, tmp_path):
         assert torch.equal(loaded(ids(9))[0], model(ids(9))[0])
 
 
+@pytest.mark.parametrize("name", VARIANTS)
+def test_the_teaching_options_are_per_layer_specs(name):
+    """GPTConfig's teaching fields and its per-layer specs are one mechanism: a teaching
+    GPT rebuilt from specs (as_specs) has the same count and computes the same logits,
+    whole and cached; ALiBi, which no spec layer adds, is refused by name."""
+    model = model_of(name)
+    if model.config.layers is not None:  # a GPT of specs already
+        return
+    if model.config.position == "alibi":
+        with pytest.raises(ValueError, match=r"position='alibi': no spec layer adds ALiBi"):
+            as_specs(model)
+        return
+    specs = as_specs(model)
+    assert specs.config.layers is not None and specs.config.attention == "fused"
+    assert parameter_count(specs.config) == parameter_count(model.config)
+    T = model.config.longest
+    idx = ids(T)
+    with torch.no_grad():
+        assert_close(specs(idx)[0], model(idx)[0], rtol=1e-10, atol=1e-10)
+    check_cached_equals_full(specs, KVCache(specs, 2), idx, (0, 5, 6, T))
+
+
 def test_refused_combinations_name_the_option():
     with pytest.raises(ValueError, match=r"qk_norm, soft_cap, sinks and gate need attention"):
         dataclasses.replace(BASE, sinks=True, n_kv_head=2)
@@ -299,7 +322,7 @@ SPECS = {
     "chunk-nope": AttentionSpec(
         32, 4, 2, 8, kind="chunk", size=5, rope=None, temperature=(4, 0.1)
     ),  # fmt: skip
-    "capped-sinks": AttentionSpec(32, 4, 4, 8, softcap=3.0, sinks=True, gate="head"),
+    "capped-sinks": AttentionSpec(32, 4, 4, 8, soft_cap=3.0, sinks=True, gate="head"),
     # Gemma 4's full layers: K=V, the norm on V, proportional RoPE, unscaled scores.
     "gemma4-full": AttentionSpec(
         32,

@@ -30,7 +30,7 @@ from snippets.sparse_mla import (
 SPEC = MLASpec(
     n_embed=32,
     n_head=4,
-    kv_rank=12,
+    kv_latent=12,
     nope_head_size=8,
     rope_head_size=4,
     v_head_size=6,

@@ -1,0 +1,119 @@
+"""The teaching GPT as a GPT of per-layer specs: one mechanism, two spellings.
+
+Needs torch and, from this folder, model.py (the GPT), the teaching layers
+(attention.py, kv_heads.py, taming.py, positional_attention.py), the spec
+layers they map to (configurable.py, mla.py, linear_layers.py) and
+rope_scaling.py. GPTConfig's teaching fields (attention, n_kv_head, kv_latent,
+layer_types and the taming pieces) build the readable layers of the first
+pages, each laid out for reading; `layers` builds today's families' layers
+from specs. as_specs(model) rebuilds a teaching GPT from specs alone, its
+weights carried over, computing the same logits: every teaching option is one
+option of a spec. ALiBi, a bias no spec layer adds, is refused by name.
+Shape letters: B batch, T positions, C channels, H heads, G key/value heads,
+D head size.
+"""
+
+import dataclasses
+
+import torch
+import torch.nn as nn
+
+from snippets.attention import CausalSelfAttention
+from snippets.blocks import REPLACED
+from snippets.configurable import AttentionSpec, ConfigurableAttention
+from snippets.kv_heads import GroupedQueryAttention, MultiHeadLatentAttention
+from snippets.linear_layers import LinearSpec
+from snippets.mla import from_kv_heads
+from snippets.model import GPT
+from snippets.positional_attention import PositionalMultiHeadAttention
+from snippets.rope_scaling import RopeSpec
+from snippets.taming import TamedAttention
+
+__all__ = ["as_specs", "as_spec_layer"]
+
+TEACHING = (CausalSelfAttention, GroupedQueryAttention, TamedAttention)
+
+
+@torch.no_grad()
+def _configurable(layer: nn.Module) -> ConfigurableAttention:
+    """A fused, grouped or tamed teaching layer as a ConfigurableAttention."""
+    H, C = layer.n_head, layer.n_embed
+    G, D = getattr(layer, "n_kv_head", H), C // H
+    options = {}
+    if isinstance(layer, TamedAttention):
+        gate, norm = layer.gate, layer.norm
+        options = {"soft_cap": layer.cap, "sinks": layer.sinks is not None}
+        if gate is not None:
+            per_head = gate.logits.out_features == H
+            options["gate"] = "head" if per_head else "elementwise"
+        if norm is not None:
+            options["qk_norm"] = "all" if norm.across_heads else "head"
+            options["eps"] = norm.eps
+    rope = RopeSpec() if layer.position == "rope" else None
+    spec = AttentionSpec(C, H, G, D, rope=rope, out_bias=True, **options)
+    weight = layer.proj.weight
+    new = ConfigurableAttention(spec).to(device=weight.device, dtype=weight.dtype)
+    q, k, v = layer.qkv.weight.split([H * D, G * D, G * D])  # rows: q, k, v
+    for part, rows in zip((new.q, new.k, new.v), (q, k, v), strict=True):
+        part.weight.copy_(rows)
+    new.proj.load_state_dict(layer.proj.state_dict())
+    if options.get("qk_norm"):
+        new.q_norm.copy_(layer.norm.q_weight)
+        new.k_norm.copy_(layer.norm.k_weight)
+    if options.get("sinks"):
+        new.sinks.copy_(layer.sinks)
+    if options.get("gate"):
+        new.gate.weight.copy_(layer.gate.logits.weight)
+    return new
+
+
+def as_spec_layer(layer: nn.Module) -> nn.Module:
+    """One teaching softmax layer as the spec layer of the same function (its
+    spec is `.spec`, as every spec layer's is)."""
+    if getattr(layer, "position", None) == "alibi":
+        raise ValueError(
+            f"{type(layer).__name__} with position='alibi': no spec layer adds "
+            f"ALiBi's bias to its scores"
+        )
+    if isinstance(layer, PositionalMultiHeadAttention):
+        layer = CausalSelfAttention.from_multihead(layer)  # the same function
+    if isinstance(layer, TEACHING):
+        return _configurable(layer)
+    if isinstance(layer, MultiHeadLatentAttention):
+        return from_kv_heads(layer)
+    raise TypeError(f"{type(layer).__name__} is not one of the teaching layers")
+
+
+def as_specs(model: GPT) -> GPT:
+    """A GPT of GPTConfig(layers=...) computing exactly what model computes:
+    each block's attention from its spec, every other weight as it is."""
+    if not isinstance(model, GPT) or model.config.layers is not None:
+        raise TypeError("model must be a GPT of GPTConfig's teaching fields")
+    config = model.config
+    layers, specs = [], []
+    for i, block in enumerate(model.blocks):
+        if config.layer_types is not None and config.layer_types[i] == "linear":
+            heads, D = config.linear_state or (
+                config.n_head,
+                config.n_embed // config.n_head,
+            )
+            layers.append(block.attn)  # Gated DeltaNet: made from this spec already
+            specs.append(LinearSpec(heads, config.n_embed, D, D))
+        else:
+            layers.append(as_spec_layer(block.attn))
+            specs.append(layers[-1].spec)
+    # RoPE and ALiBi act inside attention: a spec says it, the embeddings add none
+    inside = config.position in ("rope", "alibi")
+    new_config = dataclasses.replace(
+        config,
+        **REPLACED,
+        layers=tuple(specs),
+        position="none" if inside else config.position,
+    )
+    weight = model.lm_head.weight
+    new = GPT(new_config).to(device=weight.device, dtype=weight.dtype)
+    state = {k: v for k, v in model.state_dict().items() if ".attn." not in k}
+    for i, layer in enumerate(layers):
+        state |= {f"blocks.{i}.attn.{k}": v for k, v in layer.state_dict().items()}
+    new.load_state_dict(state)
+    return new.train(model.training)
