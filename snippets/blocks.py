@@ -152,8 +152,9 @@ def check_layers(config) -> None:
         if type(spec) is DSASpec and spec.indexer is None:
             raise ValueError(
                 f"layers[{i}].indexer (None): a GPT's DSA layers each run an "
-                f"indexer of their own (reusing another layer's choice, as GLM-5 "
-                f"does, is a link between layers that a spec does not hold)"
+                f"indexer of their own (reusing another layer's choice, as a "
+                f"'shared' layer of GLM-5's config does, is a link between layers "
+                f"that a spec does not hold)"
             )
         if getattr(spec, "kv_source", None) is not None:
             raise ValueError(

@@ -1,8 +1,9 @@
 """DeepSeek-V4's attention: a window of raw tokens beside compressed ones.
 
 Needs torch and the guide's snippets/cache.py, snippets/layer_schedule.py,
-snippets/sparse_attention.py (the indexer's score core) and snippets/
-sparse_mla.py (its top-k). One layer kind, CompressedAttention, three ways:
+snippets/rope_scaling.py (the frequencies), snippets/sparse_attention.py (the
+indexer's score core) and snippets/sparse_mla.py (its top-k). One layer kind,
+CompressedAttention, three ways:
 
 - window only: each query attends to the last `window` tokens (itself
   included), as any sliding-window layer;
@@ -104,6 +105,11 @@ class CompressedSpec:
         if not isinstance(self.rope, RopeSpec):
             got = type(self.rope).__name__
             raise TypeError(f"rope must be a RopeSpec, got {got}")
+        if self.rope.scaling == "dynamic":
+            raise ValueError(
+                "rope.scaling='dynamic' changes with the length; this layer's "
+                "frequencies are fixed when it is made"
+            )
         if self.rope.rotary_dim not in (None, R):
             raise ValueError(
                 f"rope.rotary_dim ({self.rope.rotary_dim}) must be None or "
@@ -281,7 +287,7 @@ class CompressedAttention(nn.Module):
             )
         turned = dataclasses.replace(spec.rope, rotary_dim=spec.rope_dims)
         theta, factor = frequencies(turned, spec.head_size)
-        if factor != 1.0:  # V4 sets YaRN's attention factor to 1
+        if factor != 1.0:  # V4's reference scales by none (transformers: 1)
             raise ValueError(
                 f"spec.rope's attention factor is {factor}: this layer scales "
                 f"by 1 / sqrt(head_size) only (set rope.attention_factor=1.0)"

@@ -232,7 +232,8 @@ class MultiHeadLatentAttention(nn.Module):
     it. Simplified from DeepSeek-V2's MLA (see the kv-heads page): no decoupled
     RoPE key (so position="rope" is refused), no low-rank query, no
     normalisation of the latent, and head size C // H: snippets/mla.py's
-    LatentAttention with those parts off (mla.from_kv_heads).
+    LatentAttention with those parts off and a bias on its output
+    projection (mla.from_kv_heads).
 
     Args:
         n_head: H, the number of heads; must divide n_embed.

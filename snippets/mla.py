@@ -1,9 +1,11 @@
 """Multi-head latent attention as DeepSeek-V2 and V3 run it: with RoPE.
 
-Needs torch, snippets/checks.py, snippets/positions.py (through rope_scaling)
-and snippets/layer_schedule.py. snippets/kv_heads.py has the simple MLA, without
-positions, which is this one with its extra parts off (from_kv_heads); this
-is the full one (DeepSeek-V2, section 2.1):
+Needs torch, snippets/cache.py, snippets/checks.py, snippets/kv_heads.py,
+snippets/positions.py (through rope_scaling) and snippets/layer_schedule.py.
+snippets/kv_heads.py has the simple MLA, without RoPE, which is this one with
+its extra parts off and a bias on its output projection (from_kv_heads; ALiBi,
+which this layer does not add, aside); this is the full one (DeepSeek-V2,
+section 2.1):
 
 - the query is compressed too: x -> q_rank numbers -> RMSNorm -> heads;
 - the latent c (kv_latent numbers per position) is RMSNorm-ed; it is what the
@@ -51,8 +53,8 @@ class MLASpec:
 
     q_rank None: queries projected straight from x (DeepSeek-V2-Lite).
     scale None: 1 / sqrt(Dn + Dr). rope None: the Dr part unturned (Kimi Linear).
-    latent_norm False and proj_bias (None: as bias) make the kv-heads page's
-    MLA of the same weights (from_kv_heads).
+    proj_bias None: as bias. With rope_head_size 0, q_rank None, latent_norm
+    False and proj_bias True, the kv-heads page's MLA (from_kv_heads).
     """
 
     n_embed: int

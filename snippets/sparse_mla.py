@@ -11,8 +11,8 @@ LatentAttention, each a small piece composed into it:
   from x; its one key per position goes through a LayerNorm; RoPE turns the
   first rope_dims of its head_size channels (DeepSeek-V3.2 pairs them as
   (i, i + R/2), GLM-5 as (2i, 2i + 1)). Each query's top_k keys by score,
-  ANDed with the causal mask, are all the MLA layer attends to. GLM-5 runs the
-  indexer on some layers only; the others reuse the last one's choice.
+  ANDed with the causal mask, are all the MLA layer attends to. GLM-5's config
+  can let a layer skip the indexer and reuse the last one's choice.
 - Mistral 4's query temperature: every query multiplied by
   1 + beta * log(1 + floor(t / length)), which grows with the position t.
 
@@ -162,8 +162,8 @@ def choose(scores: torch.Tensor, allowed: torch.Tensor, top_k: int) -> torch.Ten
 
 # --8<-- [start:layer]
 class Choice:
-    """The keys the last indexer layer chose, (B, Tn, Ta): GLM-5's later
-    layers reuse them instead of running an indexer of their own."""
+    """The keys the last indexer layer chose, (B, Tn, Ta): a GLM-5 layer that
+    its config marks "shared" reuses them instead of running an indexer."""
 
     def __init__(self):
         self.chosen: torch.Tensor | None = None
@@ -236,7 +236,8 @@ class SparseLatentAttention(LatentAttention):
 class DSASpec:
     """One DSA layer as a GPT's per-layer spec: its MLA and its indexer.
 
-    indexer None: the layer reuses an earlier layer's choice (GLM-5), which a
+    indexer None: the layer reuses an earlier layer's choice (a "shared" layer
+    of GLM-5's config, indexer_types), which a
     GPT built from specs refuses (blocks.check_layers): it has no such link.
     """
 

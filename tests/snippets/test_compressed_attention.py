@@ -193,6 +193,8 @@ def test_bad_inputs_are_refused_by_name():
         CompressedAttention(dataclasses.asdict(SPECS["window"]))
     with pytest.raises(ValueError, match=r"rope.rotary_dim \(8\) must be None or rope_dims \(4\)"):
         CompressedSpec(**{**BASE, "rope": RopeSpec(rotary_dim=8)})
+    with pytest.raises(ValueError, match=r"scaling='dynamic' changes with the length"):
+        CompressedSpec(**{**BASE, "rope": RopeSpec(scaling="dynamic", original_length=8)})
     yarn = RopeSpec(scaling="yarn", factor=4.0, original_length=16)
     with pytest.raises(ValueError, match=r"attention factor is 1\.13.*attention_factor=1\.0"):
         CompressedAttention(CompressedSpec(**{**BASE, "rope": yarn}))

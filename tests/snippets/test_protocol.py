@@ -61,6 +61,7 @@ VARIANTS = {
     },  # fmt: skip
     "hybrid": {"layer_types": ("linear", "softmax"), "position": "rope"},
     "hybrid-mla": {"layer_types": ("softmax", "linear"), "attention": "mla", "kv_latent": 8},
+    "hybrid-small-state": {"layer_types": ("linear", "softmax"), "linear_state": (2, 8)},
     "rope-long": {"position": "rope", "max_length": 24},
     # Each block's layer from a spec: the configurable layer as Qwen3-Next's softmax
     # layers (gate, QK-norm) beside Gated DeltaNet; a window layer; DeepSeek's MLA;
@@ -121,6 +122,7 @@ VARIANTS = {
 LINEAR = {
     "hybrid",
     "hybrid-mla",
+    "hybrid-small-state",
     "spec-qwen3-next",
     "spec-kimi-linear",
     "spec-mamba2",
