@@ -1,9 +1,8 @@
 """DeepSeek-V4's attention: a window of raw tokens beside compressed ones.
 
-Needs torch and the guide's snippets/cache.py, snippets/layer_schedule.py,
-snippets/rope_scaling.py (the frequencies), snippets/sparse_attention.py (the
-indexer's score core) and snippets/sparse_mla.py (its top-k). One layer kind,
-CompressedAttention, three ways:
+Needs torch and, in snippets/, cache.py, layer_schedule.py, rope_scaling.py,
+sparse_attention.py (the indexer's score core) and sparse_mla.py (its top-k).
+One layer kind, CompressedAttention, three ways:
 
 - window only: each query attends to the last `window` tokens (itself
   included), as any sliding-window layer;
@@ -16,10 +15,10 @@ CompressedAttention, three ways:
 
 In all three one head of keys, which is also the values (K = V), RoPE on the
 last rope_dims channels of each head (pairs (2i, 2i + 1)), turned back at the
-query's position on the output; a sink logit per head in the softmax; the
-queries through an RMSNorm without weight; the output projected by groups of
-heads. Shape letters: B batch, T positions (Tn new), C channels, H heads, D
-head size, N compressed entries, I indexer heads, E their size.
+query's position on the output; a sink logit per head in the softmax; queries
+through an RMSNorm without weight; the output projected by groups of heads.
+Shape letters: B batch, T positions (Tn new), C channels, H heads, D head
+size, N compressed entries, I indexer heads, E their size.
 """
 
 # --8<-- [start:imports]
@@ -50,8 +49,6 @@ __all__ = [
 ]
 
 
-# Why another cache does not fit: a window of raw tokens, pooled entries, and
-# the tokens waiting for their block, kept as one.
 WHY = "its window, entries and waiting tokens are one cache: use its new_cache()"
 
 
@@ -62,10 +59,10 @@ class CompressedSpec:
     R 64, q_rank 1024, window 128, 8 groups of rank 1024; ratio 4 with 64
     indexer heads of 128 keeping 512, or ratio 128).
 
-    ratio None: a window layer. overlap: each entry pooled over 2 * ratio
-    tokens (CSA); indexer_heads, indexer_size, top_k: its indexer (CSA only).
-    rope: the frequencies of the rope_dims turned channels (V4: base 10,000 on
-    window layers, 160,000 with YaRN on compressed ones).
+    ratio None: a window layer. overlap: entries pooled over 2 * ratio tokens
+    (CSA), with its indexer (indexer_heads, indexer_size, top_k). rope: the
+    turned channels' frequencies (V4: base 10,000 on window layers, 160,000
+    with YaRN on compressed ones).
     """
 
     n_embed: int
@@ -167,9 +164,8 @@ def rms(x: torch.Tensor, eps: float, weight: torch.Tensor | None = None):
 
 
 def pool(c: torch.Tensor, z: torch.Tensor, ratio: int, overlap: bool, before: bool):
-    """Entries (B, N, D) from whole blocks of projections c, z (B, T, D'),
-    z with its position bias added: a softmax over each block's positions,
-    per channel, weighing c.
+    """Entries (B, N, D) from whole blocks of projections c, z (B, T, D') (z
+    with its position bias): per channel, a softmax over the block weighs c.
 
     overlap: D' = 2D; entry w pools the first D channels of block w - 1 with
     the last D of block w (block 0 the last D only). before: the first block
@@ -426,8 +422,7 @@ def compressed_gathered(layer: CompressedAttention, x, query_chunk: int = 128):
     A chunk of Tc queries scores only the raw keys its windows cover (Tc +
     window - 1) and the entries complete by its last query: all of them (HCA,
     T / ratio: quadratic, ratio times smaller), or each query's top_k by the
-    indexer, gathered (CSA; the indexer's scores are O(T^2 / ratio)). Never
-    the (T, T + N) square of forward.
+    indexer, gathered (CSA; its scores O(T^2 / ratio)); never forward's square.
     """
     check_positive_int("query_chunk", query_chunk)
     s, (B, T, _) = layer.spec, x.shape
