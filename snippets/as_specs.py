@@ -2,7 +2,8 @@
 
 Needs torch and, from this folder, model.py (the GPT), the teaching layers
 (attention.py, kv_heads.py, taming.py, positional_attention.py), the spec
-layers they map to (configurable.py, mla.py, linear_layers.py) and
+layers they map to (configurable.py, mla.py, linear_layers.py, and
+linear_attention.py's Gated DeltaNet, a spec layer already) and
 rope_scaling.py. GPTConfig's teaching fields (attention, n_kv_head, kv_latent,
 layer_types and the taming pieces) build the readable layers of the first
 pages, each laid out for reading; `layers` builds today's families' layers
@@ -22,6 +23,7 @@ from snippets.attention import CausalSelfAttention
 from snippets.blocks import REPLACED
 from snippets.configurable import AttentionSpec, ConfigurableAttention
 from snippets.kv_heads import GroupedQueryAttention, MultiHeadLatentAttention
+from snippets.linear_attention import GatedDeltaNet
 from snippets.linear_layers import LinearSpec
 from snippets.mla import from_kv_heads
 from snippets.model import GPT
@@ -91,17 +93,15 @@ def as_specs(model: GPT) -> GPT:
         raise TypeError("model must be a GPT of GPTConfig's teaching fields")
     config = model.config
     layers, specs = [], []
-    for i, block in enumerate(model.blocks):
-        if config.layer_types is not None and config.layer_types[i] == "linear":
-            heads, D = config.linear_state or (
-                config.n_head,
-                config.n_embed // config.n_head,
-            )
-            layers.append(block.attn)  # Gated DeltaNet: made from this spec already
-            specs.append(LinearSpec(heads, config.n_embed, D, D))
+    for block in model.blocks:
+        layer = block.attn
+        if isinstance(layer, GatedDeltaNet):  # built from a LinearSpec already
+            s = (layer.n_head, config.n_embed, layer.head_k, layer.head_v)
+            specs.append(LinearSpec(*s, chunk_size=layer.chunk_size))
         else:
-            layers.append(as_spec_layer(block.attn))
-            specs.append(layers[-1].spec)
+            layer = as_spec_layer(layer)
+            specs.append(layer.spec)
+        layers.append(layer)
     # RoPE and ALiBi act inside attention: a spec says it, the embeddings add none
     inside = config.position in ("rope", "alibi")
     new_config = dataclasses.replace(

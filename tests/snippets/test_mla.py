@@ -12,6 +12,7 @@ import pytest
 import torch
 from torch.testing import assert_close
 
+from snippets.as_specs import as_specs
 from snippets.cache import LayerCache
 from snippets.generate import KVCache
 from snippets.kv_heads import MultiHeadLatentAttention
@@ -156,22 +157,19 @@ def test_the_kv_heads_mla_is_this_layer_with_its_extra_parts_off(position):
 @torch.no_grad()
 def test_a_teaching_mla_gpt_is_a_gpt_of_mla_specs():
     """GPTConfig(attention="mla") and GPTConfig(layers=(MLASpec, ...)) with the extra
-    parts off: the same parameter count, and with the weights carried over the same
-    logits, whole and cached."""
+    parts off: the same parameter count, and with the weights carried over (as_specs,
+    through from_kv_heads) the same logits, whole and cached."""
     base = {"vocab_size": 20, "context_length": 16, "n_embed": 32, "n_head": 4}
     teaching = GPTConfig(**base, attention="mla", kv_latent=8)
     torch.manual_seed(0)
     gpt = GPT(teaching).double().eval()
     for p in gpt.parameters():
         p.add_(0.2 * torch.randn_like(p))
-    layers = [from_kv_heads(block.attn) for block in gpt.blocks]
-    specs = GPTConfig(**base, layers=tuple(layer.spec for layer in layers))
+    same = as_specs(gpt)
+    specs = same.config
+    assert {type(s) for s in specs.layers} == {MLASpec}
+    assert all(not s.latent_norm and s.rope_head_size == 0 for s in specs.layers)
     assert parameter_count(specs) == parameter_count(teaching)
-    same = GPT(specs).double().eval()
-    state = {k: v for k, v in gpt.state_dict().items() if ".attn." not in k}
-    for i, layer in enumerate(layers):
-        state |= {f"blocks.{i}.attn.{k}": v for k, v in layer.state_dict().items()}
-    same.load_state_dict(state)
     idx = torch.randint(0, 20, (2, 16), generator=torch.Generator().manual_seed(1))
     assert_close(same(idx)[0], gpt(idx)[0], rtol=1e-12, atol=1e-12)
     caches = KVCache(same, 2), KVCache(gpt, 2)
