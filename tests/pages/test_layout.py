@@ -12,7 +12,8 @@ import pytest
 
 from lab.shared.common import ROOT
 
-MODULES = sorted((ROOT / "snippets").glob("*.py"))
+# Every module of the package, its subpackages' too (snippets/lessons/attention.py).
+MODULES = sorted((ROOT / "snippets").rglob("*.py"))
 MAX_LINES = 470  # "about 450": a module a reader can take in at one sitting
 MAX_FILE_LINES = 500  # any project file: past this, it holds more than one job
 ALLOWED = {"torch", "snippets"} | set(sys.stdlib_module_names)
@@ -93,23 +94,27 @@ def import_circle(graph: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
-@pytest.mark.parametrize("path", MODULES, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: p.relative_to(ROOT / "snippets").as_posix())
 def test_snippets_need_only_torch_and_the_standard_library(path):
     assert imported_packages(path) <= ALLOWED, imported_packages(path) - ALLOWED
 
 
-@pytest.mark.parametrize("path", MODULES, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: p.relative_to(ROOT / "snippets").as_posix())
 def test_snippets_modules_are_short(path):
     lines = len(path.read_text(encoding="utf-8").splitlines())
-    assert lines <= MAX_LINES, f"{path.name}: {lines} lines; move tooling to lab/ or split it"
+    name = path.relative_to(ROOT / "snippets").as_posix()
+    assert lines <= MAX_LINES, f"{name}: {lines} lines; move tooling to lab/ or split it"
 
 
-@pytest.mark.parametrize("path", MODULES, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: p.relative_to(ROOT / "snippets").as_posix())
 def test_every_snippets_module_has_its_tests(path):
     if path.name == "__init__.py":
         return
-    expected = ROOT / "tests" / "snippets" / f"test_{path.stem}.py"
-    assert expected.is_file(), f"snippets/{path.name} has no {expected.relative_to(ROOT)}"
+    # snippets/lessons/attention.py -> tests/snippets/lessons/test_attention.py
+    inside = path.relative_to(ROOT / "snippets").parent
+    expected = ROOT / "tests" / "snippets" / inside / f"test_{path.stem}.py"
+    name = path.relative_to(ROOT / "snippets").as_posix()
+    assert expected.is_file(), f"snippets/{name} has no {expected.relative_to(ROOT)}"
 
 
 @pytest.mark.parametrize("package", ["snippets", "lab", "hooks"])

@@ -138,15 +138,21 @@ def test_vendored_scripts_are_pinned_and_licensed():
 
 def test_every_snippets_module_has_an_api_page_that_a_page_links_to():
     """docs/reference/<module>.md renders the module, is in the nav, and a page links to it."""
-    modules = sorted(p.stem for p in (ROOT / "snippets").glob("*.py") if p.stem != "__init__")
+    # snippets/lessons/attention.py -> "lessons/attention", documented as snippets.lessons.attention
+    modules = sorted(
+        p.relative_to(ROOT / "snippets").with_suffix("").as_posix()
+        for p in (ROOT / "snippets").rglob("*.py")
+        if p.stem != "__init__"
+    )
     nav = (ROOT / "mkdocs.yml").read_text()
     pages = [p.read_text() for p in (ROOT / "docs").glob("*.*") if p.suffix in (".md", ".py")]
     problems = []
     for module in modules:
+        dotted = module.replace("/", ".")
         ref = ROOT / "docs" / "reference" / f"{module}.md"
-        if not ref.is_file() or f"::: snippets.{module}\n" not in ref.read_text():
+        if not ref.is_file() or f"::: snippets.{dotted}\n" not in ref.read_text():
             problems.append(f"{module}: docs/reference/{module}.md does not render it")
-        if f"snippets.{module}: reference/{module}.md" not in nav:
+        if f"snippets.{dotted}: reference/{module}.md" not in nav:
             problems.append(f"{module}: not in the nav of mkdocs.yml")
         # A page links as reference/x.md; the notebook, as a URL, reference/x/.
         if not any(f"reference/{module}.md)" in t or f"reference/{module}/)" in t for t in pages):
