@@ -88,7 +88,8 @@ class MultiHeadAttention(nn.Module):
         self.proj = nn.Linear(n_embed, n_embed)
 
     def forward(self, x):
-        out = torch.cat([h(x) for h in self.heads], dim=-1)  # H x (B,T,D) -> (B,T,C)
+        # H x (B, T, D) -> (B, T, C): the heads' outputs side by side
+        out = torch.cat([h(x) for h in self.heads], dim=-1)
         return self.proj(out)  # (B, T, C)
 
 
