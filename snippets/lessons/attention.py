@@ -51,8 +51,8 @@ class Head(nn.Module):
 
     def __init__(self, head_size: int, n_embed: int, context_length: int):
         super().__init__()
-        self.query = nn.Linear(n_embed, head_size, bias=False)
         self.key = nn.Linear(n_embed, head_size, bias=False)
+        self.query = nn.Linear(n_embed, head_size, bias=False)
         self.value = nn.Linear(n_embed, head_size, bias=False)
         # A buffer, not a parameter: it moves with .to(device), is never trained.
         ones = torch.ones(context_length, context_length)

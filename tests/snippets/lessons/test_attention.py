@@ -49,6 +49,29 @@ def test_head_and_multihead_equal_the_package_s():
     torch.testing.assert_close(weights, ref_weights)
 
 
+def test_the_same_seed_gives_the_package_s_initial_weights():
+    """The attention page prints numbers from freshly seeded lesson layers; they are
+    the package's numbers only if the layers draw their weights in the same order."""
+    pairs = [
+        (
+            lambda: lesson.MultiHeadAttention(n_head=4, n_embed=32, context_length=8),
+            lambda: library.MultiHeadAttention(n_head=4, n_embed=32, context_length=8),
+        ),
+        (
+            lambda: lesson.CausalSelfAttention(n_head=4, n_embed=32),
+            lambda: library.CausalSelfAttention(4, 32, 8),
+        ),
+    ]
+    for make_mine, make_theirs in pairs:
+        torch.manual_seed(0)
+        mine = make_mine().state_dict()
+        torch.manual_seed(0)
+        theirs = make_theirs().state_dict()
+        assert mine.keys() == theirs.keys()
+        for name in mine:
+            assert torch.equal(mine[name], theirs[name]), name
+
+
 @pytest.mark.parametrize("T", [1, 5, 8])
 def test_batched_equals_multihead_and_the_package_s_layer(T):
     torch.manual_seed(0)
