@@ -58,7 +58,9 @@ def guide_modules(path: Path, root: Path) -> tuple[list[str], list[str], list[st
 
 
 def _module_link(module: str, page_uri: str, files) -> str:
-    ref = f"reference/{module.split('.')[-1]}.md"
+    # snippets.model -> reference/model.md, snippets.lessons.attention ->
+    # reference/lessons/attention.md (not the package's reference/attention.md)
+    ref = "reference/" + "/".join(module.split(".")[1:]) + ".md"
     text = f"`{module}`"
     if files.get_file_from_path(ref) is None:
         return text

@@ -1,6 +1,6 @@
 """The decoder-only Transformer as the transformer page builds it: a config of
-sizes, the MLP, the pre-norm block and the GPT around the attention page's
-batched layer.
+sizes, the MLP, the pre-norm block, the GPT around the attention page's batched
+layer, and its parameters counted by hand.
 
 Plain torch, and only what that page and the ones before it explain: learned
 positions, no cache (the generation page adds one), no checks. Shape letters:
@@ -18,7 +18,7 @@ from snippets.lessons.attention import CausalSelfAttention
 
 # --8<-- [end:imports]
 
-__all__ = ["GPTConfig", "MLP", "Block", "GPT"]
+__all__ = ["GPTConfig", "MLP", "Block", "GPT", "parameter_count"]
 
 
 # --8<-- [start:config]
@@ -126,3 +126,19 @@ class GPT(nn.Module):
 
 
 # --8<-- [end:gpt]
+
+
+# --8<-- [start:parameter_count]
+def parameter_count(config: GPTConfig) -> int:
+    """The number of parameters of GPT(config), counted by hand."""
+    V, C, L = config.vocab_size, config.n_embed, config.n_layer
+    embeddings = V * C + config.context_length * C  # token and position tables
+    layer_norm = 2 * C  # a scale and a shift per channel
+    attention = 3 * C * C + (C * C + C)  # q, k, v: no bias; proj: weight and bias
+    mlp = (C * 4 * C + 4 * C) + (4 * C * C + C)  # fc and proj, each with a bias
+    block = 2 * layer_norm + attention + mlp  # 12 C^2 + 10 C
+    head = 0 if config.tie_weights else V * C  # no bias; tied: counted already
+    return embeddings + L * block + layer_norm + head
+
+
+# --8<-- [end:parameter_count]

@@ -66,6 +66,21 @@ def test_a_box_lists_direct_and_indirect_guide_imports(tmp_path):
     assert "the file works alone" in alone and "`snippets/alone.py`, 1 line." in alone
 
 
+def test_a_subpackage_s_module_links_to_its_own_reference_page(tmp_path):
+    """snippets.lessons.b has its page at reference/lessons/b.md; reference/b.md is the
+    package's snippets.b, another module."""
+    (tmp_path / "snippets" / "lessons").mkdir(parents=True)
+    (tmp_path / "snippets" / "lessons" / "a.py").write_text("from snippets.lessons.b import f\n")
+    (tmp_path / "snippets" / "lessons" / "b.py").write_text("import torch\n")
+
+    class Files:
+        def get_file_from_path(self, path):
+            return path if path in ("reference/b.md", "reference/lessons/b.md") else None
+
+    text = "\n".join(module_boxes.box("snippets/lessons/a.py", tmp_path, None, "p.md", Files()))
+    assert "[`snippets.lessons.b`](reference/lessons/b.md)" in text
+
+
 def test_the_attention_page_box_names_its_real_imports(built_site):
     page = (built_site / "attention" / "index.html").read_text(encoding="utf-8")
     box = page[page.index("The whole module: snippets/attention.py") :][:3000]

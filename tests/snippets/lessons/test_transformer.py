@@ -28,3 +28,23 @@ def test_the_lesson_gpt_is_the_package_s_plain_gpt(tie):
     assert torch.equal(logits, ref_logits)
     assert torch.equal(loss, ref_loss)
     assert mine(idx[:, :5])[1] is None
+
+
+@pytest.mark.parametrize("tie", [False, True])
+@pytest.mark.parametrize(
+    "sizes",
+    [
+        (96, 32, 64, 4, 2),  # the page's model
+        (40, 12, 32, 4, 3),
+        (7, 5, 12, 3, 1),  # C not a power of two, one block
+        (50257, 1024, 8, 2, 1),  # GPT-2's vocabulary and context
+    ],
+)
+def test_the_hand_count_is_the_real_count_and_the_package_s(sizes, tie):
+    names = ("vocab_size", "context_length", "n_embed", "n_head", "n_layer")
+    kwargs = dict(zip(names, sizes, strict=True)) | {"tie_weights": tie}
+    config = lesson.GPTConfig(**kwargs)
+    counted = sum(p.numel() for p in lesson.GPT(config).parameters())
+    assert lesson.parameter_count(config) == counted
+    package = library.GPTConfig(**kwargs)
+    assert lesson.parameter_count(config) == library.parameter_count(package)
