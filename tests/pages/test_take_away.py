@@ -81,9 +81,9 @@ def test_a_subpackage_s_module_links_to_its_own_reference_page(tmp_path):
     assert "[`snippets.lessons.b`](reference/lessons/b.md)" in text
 
 
-def test_the_attention_page_box_names_its_real_imports(built_site):
-    page = (built_site / "attention" / "index.html").read_text(encoding="utf-8")
-    box = page[page.index("The whole module: snippets/attention.py") :][:3000]
-    for module in ("snippets.masks", "snippets.positions"):
-        assert f"<code>{module}</code>" in box, module
-    assert "blob/main/snippets/attention.py" in box
+def test_the_transformer_page_box_names_its_real_imports(built_site):
+    page = (built_site / "transformer" / "index.html").read_text(encoding="utf-8")
+    box = page[page.index("The whole module: snippets/lessons/transformer.py") :][:3000]
+    assert "<code>snippets.lessons.attention</code>" in box
+    assert "reference/lessons/attention/" in box  # the lesson's page, not the package's
+    assert "blob/main/snippets/lessons/transformer.py" in box
