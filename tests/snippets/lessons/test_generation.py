@@ -7,18 +7,16 @@ a package GPT with the same weights. The page shows each changed class as a chan
 its highlighted lines are exactly the lines that differ from the earlier lesson.
 """
 
-import difflib
-import re
 from pathlib import Path
 
 import pytest
 import torch
 
 import snippets.generate
-from hooks.page_parser import load_site
 from snippets import model as library
 from snippets.lessons import generation as lesson
 from snippets.lessons import transformer
+from tests.snippets.lessons.highlight import assert_highlights_are_the_changes
 
 ROOT = Path(__file__).resolve().parents[3]
 SIZES = {"vocab_size": 40, "context_length": 12, "n_embed": 32, "n_head": 4}
@@ -122,57 +120,7 @@ EARLIER = {
     "snippets/lessons/generation.py:block": "snippets/lessons/transformer.py:block",
     "snippets/lessons/generation.py:gpt": "snippets/lessons/transformer.py:gpt",
 }
-_FENCE = re.compile(r"^```python\b(?P<info>.*)$")
-_INCLUDE = re.compile(r'^--8<-- "(?P<section>[^"]+)"$')
-
-
-def hl_lines(info: str) -> set[int]:
-    """The line numbers of pymdownx.highlight's hl_lines="1 3-5" option."""
-    found = re.search(r'hl_lines="(?P<spec>[^"]*)"', info)
-    lines: set[int] = set()
-    for part in (found["spec"] if found else "").split():
-        first, _, last = part.partition("-")
-        lines.update(range(int(first), int(last or first) + 1))
-    return lines
-
-
-def highlighted_fences(text: str) -> dict[str, set[int]]:
-    """Each fence with hl_lines that includes one section: section -> its lines."""
-    lines, fences = text.splitlines(), {}
-    for i, line in enumerate(lines):
-        opening = _FENCE.match(line)
-        if opening and "hl_lines=" in opening["info"]:
-            include = _INCLUDE.match(lines[i + 1])
-            assert include and lines[i + 2] == "```", (
-                f"generation.md:{i + 1}: a highlighted fence includes one section "
-                "and nothing else, so that its line numbers are the section's"
-            )
-            fences[include["section"]] = hl_lines(opening["info"])
-    return fences
-
-
-def changed_lines(before: list[str], after: list[str]) -> set[int]:
-    """1-based numbers of the lines of `after` that are not lines of `before`."""
-    matcher = difflib.SequenceMatcher(None, before, after, autojunk=False)
-    return {
-        j + 1
-        for tag, _, _, j1, j2 in matcher.get_opcodes()
-        if tag != "equal"
-        for j in range(j1, j2)
-    }
-
-
-def section(expand, name: str) -> list[str]:
-    return expand([f'--8<-- "{name}"'])
 
 
 def test_the_page_highlights_exactly_the_lines_that_differ():
-    expand = load_site(ROOT / "mkdocs.yml").expand
-    fences = highlighted_fences(PAGE.read_text(encoding="utf-8"))
-    assert set(fences) == set(EARLIER)  # every changed class is shown as a change
-    for name, earlier in EARLIER.items():
-        before, after = section(expand, earlier), section(expand, name)
-        changed = changed_lines(before, after)
-        assert changed, f"{name} is the same as {earlier}"
-        shown = "\n".join(f"{n:3} {after[n - 1]}" for n in sorted(changed))
-        assert fences[name] == changed, f"{name}: the lines that differ are\n{shown}"
+    assert_highlights_are_the_changes(PAGE, EARLIER)
