@@ -1,0 +1,244 @@
+"""The kv-heads page's lesson layers compute what the package's layers compute.
+
+GroupedQueryAttention and MultiHeadLatentAttention of the lesson have the package's
+parameter names and shapes (qkv, proj; query, kv_down, key_up, value_up, proj), so
+the weights copy over with load_state_dict, no mapping. With the weights copied, each
+equals the package's layer (snippets.kv_heads) in one pass and through a cache fed
+in pieces; the GQA cache holds G heads, the MLA cache the latents. The lesson's
+kv_cache_bytes equals the package's. The page shows each layer as a change of the
+generation page's cached layer: its highlighted lines are exactly those that differ.
+"""
+
+import difflib
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+import snippets.kv_heads as library
+from hooks.page_parser import load_site
+from snippets.cache import LayerCache as PackageCache
+from snippets.lessons import generation
+from snippets.lessons import kv_heads as lesson
+
+ROOT = Path(__file__).resolve().parents[3]
+H, C, R, T_MAX = 6, 48, 12, 16
+X = torch.randn(2, 12, C, generator=torch.Generator().manual_seed(1))
+PIECES = [[12], [1] * 12, [5, 4, 3], [7, 1, 4]]
+PIECE_IDS = ["one-pass", "token-by-token", "chunks", "mixed"]
+
+
+def large_weights(module):
+    """Every matrix drawn with std 0.3 (seeded), so that each output depends strongly
+    on the keys it attends to: a cache that loses or misorders them cannot pass."""
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for p in module.parameters():
+            p.normal_(0.0, 0.3)
+    return module.eval()
+
+
+def run_in_pieces(layer, cache, pieces):
+    """The layer's outputs for X fed as consecutive pieces through one cache."""
+    out, start = [], 0
+    with torch.no_grad():
+        for n in pieces:
+            out.append(layer(X[:, start : start + n], cache))
+            start += n
+    return torch.cat(out, dim=1)
+
+
+def assert_context_matters(layer):
+    """The last position's output changes when the first position's input does."""
+    other = X.clone()
+    other[:, 0] += 1.0
+    with torch.no_grad():
+        moved = (layer(other)[:, -1] - layer(X)[:, -1]).abs().max()
+    assert moved > 0.1
+
+
+# ------------------------------------------------------------------ GQA, MQA, MHA
+
+
+def gqa_pair(G):
+    mine = large_weights(lesson.GroupedQueryAttention(H, G, C))
+    theirs = library.GroupedQueryAttention(H, G, C, T_MAX).eval()
+    theirs.load_state_dict(mine.state_dict())  # qkv, proj: the same names and shapes
+    return mine, theirs
+
+
+@pytest.mark.parametrize("G", [6, 3, 2, 1], ids=["MHA", "G3", "G2", "MQA"])
+def test_gqa_equals_the_package_s_layer_in_one_pass(G):
+    mine, theirs = gqa_pair(G)
+    with torch.no_grad():
+        torch.testing.assert_close(mine(X), theirs(X))
+    assert_context_matters(mine)
+
+
+@pytest.mark.parametrize("pieces", PIECES, ids=PIECE_IDS)
+@pytest.mark.parametrize("G", [6, 2, 1], ids=["MHA", "G2", "MQA"])
+def test_gqa_through_the_cache_equals_the_package_s_and_one_pass(G, pieces):
+    mine, theirs = gqa_pair(G)
+    cache = generation.LayerCache()
+    got = run_in_pieces(mine, cache, pieces)
+    expected = run_in_pieces(theirs, PackageCache(), pieces)
+    torch.testing.assert_close(got, expected)
+    with torch.no_grad():
+        torch.testing.assert_close(got, mine(X))
+    # The cache holds the G shared heads, not H copies: H / G times smaller.
+    assert cache.k.shape == cache.v.shape == (2, G, 12, C // H)
+
+
+def test_gqa_with_g_equal_h_is_the_generation_page_s_layer():
+    """G = H: the generation lesson's CausalSelfAttention, weights loaded as they are."""
+    mha = large_weights(generation.CausalSelfAttention(H, C))
+    gqa = lesson.GroupedQueryAttention(H, H, C).eval()
+    gqa.load_state_dict(mha.state_dict())
+    with torch.no_grad():
+        torch.testing.assert_close(gqa(X), mha(X))
+
+
+# ------------------------------------------------------------------ MLA
+
+
+def mla_pair():
+    mine = large_weights(lesson.MultiHeadLatentAttention(H, C, R))
+    theirs = library.MultiHeadLatentAttention(H, C, T_MAX, R).eval()
+    # query, kv_down, key_up, value_up, proj: the same names and shapes
+    theirs.load_state_dict(mine.state_dict())
+    return mine, theirs
+
+
+def test_mla_equals_the_package_s_layer_in_one_pass():
+    mine, theirs = mla_pair()
+    with torch.no_grad():
+        torch.testing.assert_close(mine(X), theirs(X))
+    assert_context_matters(mine)
+
+
+@pytest.mark.parametrize("pieces", PIECES, ids=PIECE_IDS)
+def test_mla_through_the_cache_equals_the_package_s_and_one_pass(pieces):
+    """The package's layer reads its cache in the absorbed form; the lesson's forward
+    projects the latents up: the same outputs."""
+    mine, theirs = mla_pair()
+    cache = lesson.LatentCache()
+    got = run_in_pieces(mine, cache, pieces)
+    expected = run_in_pieces(theirs, PackageCache(), pieces)
+    torch.testing.assert_close(got, expected)
+    with torch.no_grad():
+        torch.testing.assert_close(got, mine(X))
+    assert cache.c.shape == (2, 12, R) and cache.seen == 12  # R numbers a position
+
+
+@pytest.mark.parametrize("last", [12, 3, 1])
+def test_mla_absorbed_equals_forward_and_the_package_s(last):
+    """The last `last` positions, from the latents of all 12, read as they are."""
+    mine, theirs = mla_pair()
+    with torch.no_grad():
+        c = mine.kv_down(X)  # (B, 12, R)
+        got = mine.attend_absorbed(X[:, -last:], c)
+        torch.testing.assert_close(got, mine(X)[:, -last:])
+        torch.testing.assert_close(got, theirs.attend_absorbed(X[:, -last:], c))
+
+
+# ------------------------------------------------------------------ cache bytes
+
+
+@pytest.mark.parametrize(
+    "sizes",
+    [
+        {"n_kv_head": 32, "head_size": 128},
+        {"n_kv_head": 8, "head_size": 128, "batch": 3, "bytes_per_element": 4},
+        {"n_kv_head": 1, "head_size": 64, "batch": 2},
+        {"kv_latent": 512, "rope_head_size": 64},
+        {"kv_latent": 12, "batch": 5, "bytes_per_element": 4},
+    ],
+)
+def test_kv_cache_bytes_equals_the_package_s(sizes):
+    for n_layer, tokens in [(1, 1), (60, 4096), (2, 24)]:
+        mine = lesson.kv_cache_bytes(n_layer=n_layer, tokens=tokens, **sizes)
+        theirs = library.kv_cache_bytes(n_layer=n_layer, tokens=tokens, **sizes)
+        assert mine == theirs
+
+
+def test_kv_cache_bytes_counts_what_the_lesson_caches_hold():
+    gqa = lesson.GroupedQueryAttention(H, 2, C)
+    mla = lesson.MultiHeadLatentAttention(H, C, R)
+    kv, latent = generation.LayerCache(), lesson.LatentCache()
+    with torch.no_grad():
+        gqa(X, kv)
+        mla(X, latent)
+    held = {
+        "gqa": sum(t.numel() * t.element_size() for t in (kv.k, kv.v)),
+        "mla": latent.c.numel() * latent.c.element_size(),
+    }
+    counted = {
+        "gqa": lesson.kv_cache_bytes(
+            n_layer=1, tokens=12, n_kv_head=2, head_size=C // H, batch=2,
+            bytes_per_element=4,
+        ),
+        "mla": lesson.kv_cache_bytes(
+            n_layer=1, tokens=12, kv_latent=R, batch=2, bytes_per_element=4
+        ),
+    }  # fmt: skip
+    assert held == counted
+
+
+# ------------------------------------------------------------------ the page's diff
+
+PAGE = ROOT / "docs" / "kv-heads.md"
+# Each layer the page shows as a change, and the section of the earlier lesson it
+# changes: both are the generation page's cached layer with a few lines changed.
+EARLIER = {
+    "snippets/lessons/kv_heads.py:gqa": "snippets/lessons/generation.py:attention",
+    "snippets/lessons/kv_heads.py:mla": "snippets/lessons/generation.py:attention",
+}
+_FENCE = re.compile(r"^```python\b(?P<info>.*)$")
+_INCLUDE = re.compile(r'^--8<-- "(?P<section>[^"]+)"$')
+
+
+def highlighted_fences(text: str) -> dict[str, set[int]]:
+    """Each fence with hl_lines="1 3-5" that includes one section: section -> the
+    highlighted line numbers."""
+    lines, fences = text.splitlines(), {}
+    for i, line in enumerate(lines):
+        opening = _FENCE.match(line)
+        if not (opening and "hl_lines=" in opening["info"]):
+            continue
+        include = _INCLUDE.match(lines[i + 1])
+        assert include and lines[i + 2] == "```", (
+            f"kv-heads.md:{i + 1}: a highlighted fence includes one section and "
+            "nothing else, so that its line numbers are the section's"
+        )
+        spec = re.search(r'hl_lines="(?P<spec>[^"]*)"', opening["info"])["spec"]
+        numbers = set()
+        for part in spec.split():
+            first, _, last = part.partition("-")
+            numbers.update(range(int(first), int(last or first) + 1))
+        fences[include["section"]] = numbers
+    return fences
+
+
+def differing_lines(before: list[str], after: list[str]) -> set[int]:
+    """1-based numbers of the lines of `after` that are not lines of `before`."""
+    matcher = difflib.SequenceMatcher(None, before, after, autojunk=False)
+    return {
+        j + 1
+        for tag, _, _, j1, j2 in matcher.get_opcodes()
+        if tag != "equal"
+        for j in range(j1, j2)
+    }
+
+
+def test_the_page_highlights_exactly_the_lines_that_differ():
+    expand = load_site(ROOT / "mkdocs.yml").expand
+    fences = highlighted_fences(PAGE.read_text(encoding="utf-8"))
+    assert set(fences) == set(EARLIER)  # every changed layer is shown as a change
+    for name, earlier in EARLIER.items():
+        before = expand([f'--8<-- "{earlier}"'])
+        after = expand([f'--8<-- "{name}"'])
+        changed = differing_lines(before, after)
+        assert changed, f"{name} is the same as {earlier}"
+        shown = "\n".join(f"{n:3} {after[n - 1]}" for n in sorted(changed))
+        assert fences[name] == changed, f"{name}: the lines that differ are\n{shown}"
