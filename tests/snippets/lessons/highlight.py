@@ -3,7 +3,7 @@ section highlights (hl_lines) exactly the lines that differ from the earlier
 section, so that the highlight cannot drift from the code.
 
 Used by the lessons' tests of the pages that show such a change (generation,
-positions): `assert_highlights_are_the_changes(page, {section: earlier section})`.
+positions, kv heads): `assert_highlights_are_the_changes(page, {section: earlier section})`.
 """
 
 import difflib

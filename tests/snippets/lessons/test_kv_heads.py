@@ -9,18 +9,16 @@ kv_cache_bytes equals the package's. The page shows each layer as a change of th
 generation page's cached layer: its highlighted lines are exactly those that differ.
 """
 
-import difflib
-import re
 from pathlib import Path
 
 import pytest
 import torch
 
 import snippets.kv_heads as library
-from hooks.page_parser import load_site
 from snippets.cache import LayerCache as PackageCache
 from snippets.lessons import generation
 from snippets.lessons import kv_heads as lesson
+from tests.snippets.lessons.highlight import assert_highlights_are_the_changes
 
 ROOT = Path(__file__).resolve().parents[3]
 H, C, R, T_MAX = 6, 48, 12, 16
@@ -194,51 +192,7 @@ EARLIER = {
     "snippets/lessons/kv_heads.py:gqa": "snippets/lessons/generation.py:attention",
     "snippets/lessons/kv_heads.py:mla": "snippets/lessons/generation.py:attention",
 }
-_FENCE = re.compile(r"^```python\b(?P<info>.*)$")
-_INCLUDE = re.compile(r'^--8<-- "(?P<section>[^"]+)"$')
-
-
-def highlighted_fences(text: str) -> dict[str, set[int]]:
-    """Each fence with hl_lines="1 3-5" that includes one section: section -> the
-    highlighted line numbers."""
-    lines, fences = text.splitlines(), {}
-    for i, line in enumerate(lines):
-        opening = _FENCE.match(line)
-        if not (opening and "hl_lines=" in opening["info"]):
-            continue
-        include = _INCLUDE.match(lines[i + 1])
-        assert include and lines[i + 2] == "```", (
-            f"kv-heads.md:{i + 1}: a highlighted fence includes one section and "
-            "nothing else, so that its line numbers are the section's"
-        )
-        spec = re.search(r'hl_lines="(?P<spec>[^"]*)"', opening["info"])["spec"]
-        numbers = set()
-        for part in spec.split():
-            first, _, last = part.partition("-")
-            numbers.update(range(int(first), int(last or first) + 1))
-        fences[include["section"]] = numbers
-    return fences
-
-
-def differing_lines(before: list[str], after: list[str]) -> set[int]:
-    """1-based numbers of the lines of `after` that are not lines of `before`."""
-    matcher = difflib.SequenceMatcher(None, before, after, autojunk=False)
-    return {
-        j + 1
-        for tag, _, _, j1, j2 in matcher.get_opcodes()
-        if tag != "equal"
-        for j in range(j1, j2)
-    }
 
 
 def test_the_page_highlights_exactly_the_lines_that_differ():
-    expand = load_site(ROOT / "mkdocs.yml").expand
-    fences = highlighted_fences(PAGE.read_text(encoding="utf-8"))
-    assert set(fences) == set(EARLIER)  # every changed layer is shown as a change
-    for name, earlier in EARLIER.items():
-        before = expand([f'--8<-- "{earlier}"'])
-        after = expand([f'--8<-- "{name}"'])
-        changed = differing_lines(before, after)
-        assert changed, f"{name} is the same as {earlier}"
-        shown = "\n".join(f"{n:3} {after[n - 1]}" for n in sorted(changed))
-        assert fences[name] == changed, f"{name}: the lines that differ are\n{shown}"
+    assert_highlights_are_the_changes(PAGE, EARLIER)
