@@ -10,7 +10,7 @@ from lab.shared.common import ROOT
 def copy_of_the_code(tmp_path) -> Path:
     """snippets/, lab/, data/ and the notebook, copied: files to edit without harm."""
     copy = tmp_path / "repo"
-    folders = (("snippets", "*.py"), ("lab", "**/*.py"), ("data", "*.txt"), ("docs", "*.py"))
+    folders = (("snippets", "**/*.py"), ("lab", "**/*.py"), ("data", "*.txt"), ("docs", "*.py"))
     for folder, pattern in folders:
         for path in (ROOT / folder).glob(pattern):
             target = copy / path.relative_to(ROOT)

@@ -36,9 +36,10 @@ def reader_python(tmp_path_factory) -> Path:
     work = tmp_path_factory.mktemp("reader")
     src = work / "src"
     for folder, pattern in (("snippets", "*.py"), ("data", "*.txt")):
-        (src / folder).mkdir(parents=True)
-        for path in (ROOT / folder).glob(pattern):
-            shutil.copy(path, src / folder / path.name)
+        for path in (ROOT / folder).rglob(pattern):  # subpackages too (lessons/)
+            copy = src / path.relative_to(ROOT)
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(path, copy)
     shutil.copy(ROOT / "pyproject.toml", src)
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
     subprocess.run(
