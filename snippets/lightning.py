@@ -22,7 +22,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 
-from snippets.cache import LinearState, state_of
+from snippets.cache import A_STATE, LinearState, no_rolling
 from snippets.checks import check_positive_int
 
 # --8<-- [end:imports]
@@ -185,9 +185,10 @@ class LightningAttention(nn.Module):
         self.out = nn.Linear(width, n_embed, bias=False)
         self.register_buffer("slope", slope)
 
-    def new_cache(self, batch_size: int | None = None):
-        """This layer's cache, a LinearState (None: B of the first step)."""
-        return LinearState(self, batch_size)
+    def new_cache(self, batch_size, max_length, *, window=None, sinks=0):
+        """A LinearState: the state (H, D, D); no convolution."""
+        no_rolling(self, window, A_STATE)
+        return LinearState(batch_size, (self.n_head, self.head_k, self.head_v))
 
     def forward(self, x, cache=None, *, return_weights=False, recurrent=False):
         """x (B, T, C) -> (B, T, C); with a cache (a LinearState), x holds the
@@ -206,17 +207,17 @@ class LightningAttention(nn.Module):
             F.silu(p(x)).view(B, T, self.n_head, -1).transpose(1, 2)
             for p in (self.q, self.k, self.v)
         )
-        state = None
-        if cache is not None:
-            state, _ = state_of(cache, "LightningAttention", B)
+        S = None
+        if cache is not None:  # the state so far (no convolution rows)
+            S, _ = cache.update(x)
             recurrent = recurrent or T == 1
         slope = self.slope.to(x.dtype)
         if recurrent:
-            o, state = lightning_recurrent(q, k, v, slope, state)
+            o, state = lightning_recurrent(q, k, v, slope, S)
         else:
-            o, state = lightning_chunked(q, k, v, slope, state, self.chunk_size)
+            o, state = lightning_chunked(q, k, v, slope, S, self.chunk_size)
         if cache is not None:
-            cache.S, cache.seen = state, cache.seen + T
+            S.copy_(state)  # the cache's state, past the new positions
         o = o.transpose(1, 2).reshape(B, T, -1)  # (B, T, H * D)
         o = (
             o

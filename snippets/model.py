@@ -16,7 +16,7 @@ import torch.nn as nn
 
 from snippets.attention import CausalSelfAttention
 from snippets.blocks import BlockSpec, check_layers, make_layer, recount
-from snippets.cache import ModelCache, check_fits
+from snippets.cache import ModelCache
 from snippets.checks import check_positive_int
 from snippets.kv_heads import (
     GroupedQueryAttention,
@@ -404,6 +404,27 @@ class GPT(nn.Module):
 
 
 # --8<-- [end:gpt]
+
+
+def check_fits(cache, config: GPTConfig, T: int) -> None:
+    """A GPT's cache and its T new positions must fit its config: one cache
+    per layer, and the positions within the table's rows (learned), or within
+    max_length where attention covers them (a rolling cache's never pass its
+    window)."""
+    if len(getattr(cache, "layers", ())) != config.n_layer:
+        raise ValueError(
+            f"cache must be a ModelCache with one cache per layer "
+            f"(n_layer={config.n_layer}), got {type(cache).__name__}"
+        )
+    limit = config.longest  # learned: context_length, the table's rows
+    name = "max_length" if config.max_length else "context_length"
+    # Positions in the embeddings count from the stream's start; RoPE's and
+    # ALiBi's only across what attention covers.
+    absolute = config.position in ("learned", "sinusoidal")
+    if (cache.seen + T if absolute else cache.span(T)) > limit:
+        raise ValueError(
+            f"{cache.seen} cached + {T} new positions exceed {name}={limit}"
+        )
 
 
 # --8<-- [start:parameter_count]

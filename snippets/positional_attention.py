@@ -123,5 +123,10 @@ class PositionalMultiHeadAttention(MultiHeadAttention):
             max_length=self.max_length,
         )
 
+    # --8<-- [end:multihead]
 
-# --8<-- [end:multihead]
+    def new_cache(self, batch_size, max_length, *, window=None, sinks=0):
+        raise TypeError(
+            "the per-head layer keeps no keys: a cache needs the batched layer; "
+            "convert the model with GPT.from_per_head(model)"
+        )

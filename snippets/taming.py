@@ -16,9 +16,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from snippets.attention import alibi_mask, causal_mask
-from snippets.cache import read
+from snippets.attention import alibi_mask
+from snippets.cache import kv_cache, read
 from snippets.checks import check_config, check_input, check_shape
+from snippets.layer_schedule import visible
 from snippets.positions import check_position
 
 # --8<-- [end:imports]
@@ -347,14 +348,14 @@ class TamedAttention(nn.Module):
             q, k = self.norm(q, k)  # before RoPE, as Qwen3 and OLMo 2
         return q, k, v
 
-    def attend(self, q, k, v, x, *, return_weights=False):
-        """Rotated q (B, H, T, D), k and v (B, H, T_k, D), the input x (B, T, C);
-        the queries are the last T of the T_k positions (T_k > T after a cache).
-        -> (B, T, C), and weights (B, H, T, T_k).
+    def attend(self, q, k, v, k_pos, x, *, return_weights=False):
+        """Rotated q (B, H, T, D), k and v (B, H, T_k, D) at positions k_pos
+        (T_k,), the input x (B, T, C); the queries are the last T of the T_k
+        positions (T_k > T after a cache). -> (B, T, C), and weights (B, H, T, T_k).
         """
         B, H, T, D = q.shape
         T_k = k.size(-2)
-        mask = causal_mask(T_k)[-T:].to(q.device)  # (T, T_k) bool: last rows
+        mask = visible(k_pos[-T:], k_pos)  # (T, T_k) bool: the last rows
         if self.position == "alibi":  # a float bias holding the causal mask
             mask = alibi_mask(H, T, T_k).to(device=q.device, dtype=q.dtype)
         weights = None
@@ -387,8 +388,13 @@ class TamedAttention(nn.Module):
         """x (B, T, C) -> (B, T, C); with return_weights, also (B, H, T, T_all).
         A cache (snippets/cache.py) adds the positions it has seen."""
         check_input(x, self.n_embed, self.context_length, self.max_length)
-        q, k, v = read(cache, *self.project(x), self.position)  # RoPE; + the cache
-        return self.attend(q, k, v, x, return_weights=return_weights)
+        q, k, v, k_pos = read(cache, *self.project(x), self.position)  # + cache
+        return self.attend(q, k, v, k_pos, x, return_weights=return_weights)
+
+    def new_cache(self, batch_size, max_length, *, window=None, sinks=0):
+        """An empty cache of its keys and values (snippets/cache.py): max_length
+        rows, or a rolling window with sinks."""
+        return kv_cache(max_length, window, sinks)
 
 
 # --8<-- [end:layer]
