@@ -1,8 +1,7 @@
 """Causal self-attention for a decoder-only transformer: readable and batched.
 
-Needs torch, snippets/checks.py, snippets/masks.py (causal_mask) and, for the
-batched layer's position options, snippets/positions.py. Shape letters: B batch,
-T sequence length, C channels (n_embed), H heads, D head size (C // H).
+Shape letters: B batch, T sequence length, C channels (n_embed), H heads, D head
+size (C // H).
 """
 
 # --8<-- [start:imports]

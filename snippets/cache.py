@@ -113,7 +113,6 @@ class LayerCache(Cache):
         T_new, device = new[0].size(-2), new[0].device
         if turn is not None:
             new = (turn(new[0], self.seen), *new[1:])
-        fresh = torch.arange(self.seen, self.seen + T_new, device=device)
         end = self.seen + T_new
         if self.kind == "full" and self.max_length is not None:
             if end > self.max_length:
@@ -128,26 +127,25 @@ class LayerCache(Cache):
                 )
             for buffer, t in zip(self.buffers, new, strict=True):
                 buffer[..., self.seen : end, :] = t.detach()
-            self.seen = end
-            self.positions = torch.arange(end, device=device)
+            self.seen, self.positions = end, torch.arange(end)
             self.held = tuple(b[..., :end, :] for b in self.buffers)
-            return self.held, self.positions
+            return self.held, torch.arange(end, device=device)
+        # Positions live on the host: choosing what to keep waits for no device.
+        fresh = torch.cat([self.positions, torch.arange(self.seen, end)])
         if self.held:
             new = tuple(
                 torch.cat([a, b], dim=-2)
                 for a, b in zip(self.held, new, strict=True)
             )
-            fresh = torch.cat([self.positions.to(device), fresh])
         self.seen = end
-        next_query = torch.tensor([self.seen], device=device)
-        keep = visible(next_query, fresh, self.kind, self.size)[0]  # (T_all,)
+        keep = visible(torch.tensor([end]), fresh, self.kind, self.size)[0]
         if keep.all():  # a full layer keeps everything: no copy
             self.held, self.positions = new, fresh
-            return new, fresh
-        keep = keep.nonzero().flatten()
-        self.held = tuple(t.index_select(-2, keep) for t in new)
+            return new, fresh.to(device)
+        keep = keep.nonzero().flatten()  # (kept,)
+        self.held = tuple(t.index_select(-2, keep.to(device)) for t in new)
         self.positions = fresh[keep]
-        return new, fresh
+        return new, fresh.to(device)
 
 
 # --8<-- [end:layer_cache]

@@ -1,7 +1,5 @@
 """DeepSeek-V4's attention: a window of raw tokens beside compressed ones.
 
-Needs torch and, in snippets/, cache.py, layer_schedule.py, rope_scaling.py,
-sparse_attention.py (the indexer's score core) and sparse_mla.py (its top-k).
 One layer kind, CompressedAttention, three ways:
 
 - window only: each query attends to the last `window` tokens (itself
@@ -226,7 +224,7 @@ class Compressor(nn.Module):
         entries = rms(
             pool(c, z, m, self.overlap, before=lo < w0 * m), self.eps, self.norm
         )
-        return turn_tail(entries, theta, torch.arange(w0, w1) * m)
+        return turn_tail(entries, theta, torch.arange(w0, w1, device=c.device) * m)
 
 
 # --8<-- [end:pieces]
@@ -361,7 +359,7 @@ class CompressedAttention(nn.Module):
             raise ValueError(f"x must be (B, T, {s.n_embed}), got {tuple(x.shape)}")
         if cache is not None and cache.spec != s:
             raise ValueError(
-                "the cache was made for another spec: use layer.new_cache()"
+                "the cache was made for another spec: use the layer's new_cache"
             )
         B, T, _ = x.shape
         first = 0 if cache is None else cache.seen

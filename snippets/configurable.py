@@ -1,12 +1,7 @@
 """One attention layer for today's models: every choice is a field of a spec.
 
-Needs torch and the guide's pieces: snippets/checks.py, snippets/cache.py (the
-cache), snippets/rope_scaling.py (scaled and partial RoPE),
-snippets/layer_schedule.py (window and chunk layers, the NoPE temperature),
-snippets/taming.py (QK-norm, soft-cap, sinks, the output gate, RMSNorm) and
-snippets/kv_heads.py (expand_kv). A family is data: a list of
-AttentionSpec, one per layer (lab/oracle/families.py builds them from published
-configs); the layer has no branch per family.
+A family is data: a list of AttentionSpec, one per layer (lab/oracle/families.py
+builds them from published configs); the layer has no branch per family.
 
 Shape letters: B batch, T positions, C channels, H query heads, G key/value
 heads, D head size (any size: C need not be H * D).

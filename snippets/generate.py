@@ -1,8 +1,6 @@
 """Text from a trained GPT: greedy decoding, temperature, top-k, top-p, a KV cache.
 
-Needs torch, snippets/model.py and snippets/cache.py
-(and snippets/train.py, to load its checkpoints). The command line and the
-KV-cache benchmark are lab/generate.py:
+The command line and the KV-cache benchmark are lab/generate.py:
 `python -m lab.generate --help`. Shape letters: B batch, T sequence length,
 C channels, H heads, D head size, V vocabulary size, L layers.
 """
@@ -13,7 +11,7 @@ from pathlib import Path
 import torch
 
 from snippets.cache import ModelCache
-from snippets.model import GPT
+from snippets.model import GPT, check_ids
 
 # --8<-- [end:imports]
 
@@ -172,6 +170,7 @@ def _check_generate_args(model: GPT, idx: torch.Tensor, max_new_tokens: int):
         raise ValueError(f"idx must be (B, T) token ids with T >= 1, got {got}")
     if type(max_new_tokens) is not int or max_new_tokens < 0:
         raise ValueError(f"max_new_tokens ({max_new_tokens!r}) must be an int >= 0")
+    check_ids(idx, model.config.vocab_size)  # once: the forward passes do not
 
 
 @torch.no_grad()

@@ -1,8 +1,8 @@
 """Fewer keys and values to cache: grouped-query and multi-head latent attention.
 
-Needs torch, snippets/attention.py, checks.py and positions.py. Shape letters:
-B batch, T sequence length, C channels (n_embed), H query heads, G key/value
-heads (n_kv_head), D head size (C // H), R the width of the latent (kv_latent).
+Shape letters: B batch, T sequence length, C channels (n_embed), H query heads,
+G key/value heads (n_kv_head), D head size (C // H), R the width of the latent
+(kv_latent).
 """
 
 # --8<-- [start:imports]
@@ -372,26 +372,20 @@ def kv_cache_bytes(
     layer (0 for this guide's layer, which has none). Give either n_kv_head and
     head_size, or kv_latent.
     """
-    counts = {"n_layer": n_layer, "tokens": tokens, "batch": batch}
-    for name, value in {**counts, "bytes_per_element": bytes_per_element}.items():
-        check_positive_int(name, value)
-    heads = n_kv_head is not None and head_size is not None
-    given = [v is not None for v in (n_kv_head, head_size, kv_latent)]
+    heads = {"n_kv_head": n_kv_head, "head_size": head_size, "kv_latent": kv_latent}
+    given = [v is not None for v in heads.values()]
     if given not in ([True, True, False], [False, False, True]):
         raise ValueError(
             f"give n_kv_head and head_size (got {n_kv_head}, {head_size}) or "
             f"kv_latent (got {kv_latent}): not both, not neither"
         )
-    if heads:
-        check_positive_int("n_kv_head", n_kv_head)
-        check_positive_int("head_size", head_size)
+    sizes = {"n_layer": n_layer, "tokens": tokens, "batch": batch, **heads}
+    for name, value in {**sizes, "bytes_per_element": bytes_per_element}.items():
+        if value is not None:
+            check_positive_int(name, value)
+    if kv_latent is None:
         per_token_layer = 2 * n_kv_head * head_size  # one key and one value each
-    else:
-        check_positive_int("kv_latent", kv_latent)
-        if isinstance(rope_head_size, bool) or not isinstance(rope_head_size, int):
-            raise TypeError(f"rope_head_size ({rope_head_size!r}) must be an int")
-        if rope_head_size < 0:
-            raise ValueError(f"rope_head_size ({rope_head_size}) must be >= 0")
+    else:  # the latent and the decoupled RoPE key
         per_token_layer = kv_latent + rope_head_size
     return n_layer * per_token_layer * tokens * batch * bytes_per_element
 

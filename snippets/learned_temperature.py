@@ -1,9 +1,6 @@
 """Mistral Large 4's attention: DSA with a query temperature learned per head.
 
-Needs torch and the guide's pieces: snippets/mla.py (the layer), snippets/
-sparse_mla.py (the indexer, choose, the shared choice), snippets/
-rope_scaling.py, snippets/positions.py, snippets/layer_schedule.py and
-snippets/cache.py. What is new, each a small piece composed into MLA:
+What is new, each a small piece composed into MLA:
 
 - a temperature learned per head: every query of head h at position t
   multiplied by scale_h * log(t + 1) + bias_h (scale 0, bias 1: unchanged),

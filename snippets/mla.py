@@ -1,7 +1,5 @@
 """Multi-head latent attention as DeepSeek-V2 and V3 run it: with RoPE.
 
-Needs torch, snippets/cache.py, snippets/checks.py, snippets/kv_heads.py,
-snippets/positions.py (through rope_scaling) and snippets/layer_schedule.py.
 snippets/kv_heads.py has the simple MLA, without RoPE, which is this one with
 its extra parts off and a bias on its output projection (from_kv_heads; ALiBi,
 which this layer does not add, aside); this is the full one (DeepSeek-V2,

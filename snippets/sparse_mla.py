@@ -1,9 +1,6 @@
 """MLA as DeepSeek-V3.2, GLM-5 and Mistral 4 ship it: an indexer, a temperature.
 
-Needs torch and the guide's pieces: snippets/mla.py (the layer), snippets/
-sparse_attention.py (the indexer's score core), snippets/rope_scaling.py,
-snippets/layer_schedule.py and snippets/cache.py. Two variants of
-LatentAttention, each a small piece composed into it:
+Two variants of LatentAttention, each a small piece composed into it:
 
 - DeepSeek Sparse Attention as shipped (DeepSeek-AI 2025, DeepSeek-V3.2): the
   lightning indexer of sparse_attention.py with three more parts. Its queries

@@ -3,10 +3,8 @@
 A model trained on T tokens meets a stream of any length. Three ways to read it
 with a window of W tokens: recompute the last W tokens for each new token; keep
 a rolling KV cache of the last W tokens; or keep the first `sinks` tokens in the
-cache for good as well (StreamingLLM, Xiao et al. 2023). Needs torch and, from
-this folder, model.py (the GPT) and cache.py (the rolling cache of a layer).
-Shape letters: B batch, T sequence length, C channels, H heads, D head size,
-L layers, V vocabulary.
+cache for good as well (StreamingLLM, Xiao et al. 2023). Shape letters: B batch,
+T sequence length, C channels, H heads, D head size, L layers, V vocabulary.
 """
 
 # --8<-- [start:imports]

@@ -4,9 +4,8 @@ Four small pieces that today's open models put around softmax attention, each a
 function on the tensors attention already has: queries and keys (B, H, T, D),
 scores (B, H, T, T_k), the heads' outputs (B, T, C). TamedAttention composes
 them into a layer the guide's GPT can train with (GPTConfig's qk_norm, soft_cap,
-sinks and gate). Needs torch, snippets/attention.py and checks.py. Shape letters:
-B batch, T sequence length (T_k keys), C channels (n_embed), H heads, D head size
-(C // H).
+sinks and gate). Shape letters: B batch, T sequence length (T_k keys), C
+channels (n_embed), H heads, D head size (C // H).
 """
 
 # --8<-- [start:imports]
@@ -172,7 +171,9 @@ def _check_sinks(sinks: torch.Tensor, n_head: int) -> None:
             f"sinks {shape!r} must be a tensor of shape ({n_head},): one logit "
             f"per head"
         )
-    if not bool((sinks < math.inf).all()):  # False for +inf and for NaN
+    # The values are read on the CPU only (elsewhere, a wait for the device);
+    # all() is False for +inf and for NaN.
+    if sinks.device.type == "cpu" and not bool((sinks < math.inf).all()):
         raise ValueError(
             f"sinks ({sinks.tolist()}) must be below +inf and not NaN: a sink of "
             f"+inf takes all of a row's weight, and softmax returns NaN"

@@ -177,6 +177,14 @@ def test_generate_leaves_the_training_mode_alone():
     assert not model.training
 
 
+def test_generate_checks_the_prompt_s_ids_itself():
+    # Where input enters, on any device: before any forward pass (here none at all).
+    bad = torch.tensor([[1, 20]])
+    message = r"token id 20 at \(b=0, t=1\) is out of range for vocab_size=20"
+    with pytest.raises(ValueError, match=message):
+        generate(make(), bad, 0, kv_cache=False)  # no forward pass at all
+
+
 def test_zero_new_tokens_returns_the_prompt():
     idx = ids(2, 4)
     assert torch.equal(generate(make(), idx, 0), idx)

@@ -287,7 +287,6 @@ def test_kv_cache_bytes_by_hand():
         ({"n_kv_head": 8, "head_size": 4, "kv_latent": 2}, ValueError, "not both"),
         ({}, ValueError, "not neither"),
         ({"kv_latent": 0}, ValueError, r"kv_latent \(0\) must be positive"),
-        ({"kv_latent": 4, "rope_head_size": -1}, ValueError, r"rope_head_size \(-1\)"),
         ({"kv_latent": 4, "tokens": 0}, ValueError, r"tokens \(0\) must be positive"),
     ],
 )

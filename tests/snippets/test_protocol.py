@@ -207,6 +207,22 @@ def test_a_rolling_cache_longer_than_the_text_is_the_full_pass(name):
 
 
 @pytest.mark.parametrize("name", VARIANTS)
+def test_a_forward_pass_reads_no_value_of_its_tensors(name):
+    """On the meta device a tensor has a shape and no values: reading one (bool(), .item(),
+    .tolist()) raises. A forward pass that runs there, whole with its loss and cached, never
+    makes the host wait for the device: its checks read shapes only."""
+    model = GPT(dataclasses.replace(BASE, **VARIANTS[name])).to("meta").eval()
+    idx = torch.zeros(2, 9, dtype=torch.long, device="meta")
+    with torch.no_grad():
+        logits, loss = model(idx, idx)
+        assert logits.is_meta and loss.is_meta
+        if name != "per-head":
+            cache = ModelCache.for_model(model, 2)
+            for a, b in ((0, 5), (5, 6), (6, 9)):  # a prompt, a token, a chunk
+                model(idx[:, a:b], cache=cache)
+
+
+@pytest.mark.parametrize("name", VARIANTS)
 def test_every_layer_gives_its_weights_or_says_why_not(name):
     model, idx = model_of(name), ids(10)
     if name in LINEAR:
