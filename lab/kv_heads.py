@@ -20,7 +20,8 @@ import torch
 
 from lab.shared.common import RESULTS_DIR, note_load_after
 from lab.shared.experiment import Command, count, progress
-from snippets.generate import KVCache, generate
+from snippets.cache import ModelCache
+from snippets.generate import generate
 from snippets.kv_heads import kv_cache_bytes
 from snippets.measure import time_interleaved
 from snippets.model import GPT, GPTConfig, parameter_count
@@ -88,7 +89,7 @@ def train_one(train: TrainConfig, config: GPTConfig, corpus, val) -> tuple[GPT, 
 
 def held_bytes(model: GPT) -> int:
     """Bytes of the cache after generating up to the full context, counted."""
-    cache = KVCache(model, batch_size=1)
+    cache = ModelCache.for_model(model, batch_size=1)
     with torch.no_grad():
         model(torch.zeros(1, model.config.context_length, dtype=torch.long), cache=cache)
     return sum(t.numel() * t.element_size() for t in cache.tensors())

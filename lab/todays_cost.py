@@ -46,7 +46,7 @@ def check_cache_bytes(name: str, layer, sizes: dict, T: int) -> dict:
     """A cached forward of T positions (a prefill of T - 1, then one step): the bytes
     its cache holds, beside the piece's formula; a disagreement stops the run."""
     x = experiment.randn(1, T, sizes["C"], seed=T)
-    cache = layer.new_cache()
+    cache = layer.new_cache(1, T)
     layer(x[:, : T - 1], cache=cache)
     layer(x[:, T - 1 :], cache=cache)
     held, formula = held_bytes(cache), PIECES[name].cache_bytes(sizes, T)

@@ -25,6 +25,8 @@ from lab.shared import experiment
 from lab.shared.common import note_load_after
 from lab.shared.experiment import progress
 from lab.shared.paths import RESULTS_DIR
+from snippets.cache import LinearState, ModelCache
+from snippets.compressed_attention import CompressedCache
 from snippets.measure import time_interleaved
 
 SCHEMA = "attention-guide/todays-models/1"
@@ -43,21 +45,13 @@ def label(row: dict) -> str:
     return row["family"] + (f" ({row['part']})" if row.get("part") else "")
 
 
-def source_of(layer) -> int | None:
-    """The layer whose keys and values this one reads (Gemma 4's kv_source), or None."""
-    return getattr(getattr(layer, "spec", None), "kv_source", None)
-
-
-def new_caches(layers: list) -> list:
-    """A cache per layer, made in order: a layer that reads another layer's keys and
-    values (Gemma 4's borrowers, spec.kv_source) reads them through its source's."""
-    caches = []
-    for layer in layers:
-        if (source := source_of(layer)) is not None:
-            caches.append(layer.new_cache(caches[source]))
-        else:
-            caches.append(layer.new_cache())
-    return caches
+def kind_of(layer, cache) -> str:
+    """A layer's kind for the report: its spec's (a borrower's own), else its cache's."""
+    if kind := getattr(getattr(layer, "spec", None), "kind", None):
+        return kind
+    if isinstance(cache, LinearState):
+        return "linear"
+    return "compressed" if isinstance(cache, CompressedCache) else cache.kind
 
 
 def run_layers(layers: list, xs: list, cuts: list[int]) -> tuple[list, list]:
@@ -66,7 +60,7 @@ def run_layers(layers: list, xs: list, cuts: list[int]) -> tuple[list, list]:
     model runs them: a layer may read what an earlier one did in this step (a Gemma 4
     borrower its source's keys and values, a GLM-5 layer the top-k choice before it).
     Returns each layer's outputs over all positions, and the caches."""
-    caches = new_caches(layers)
+    caches = ModelCache.for_layers(layers, BATCH, T).layers  # a borrower's: its source's
     steps = [[] for _ in layers]
     for a, b in itertools.pairwise(cuts):
         for layer, x, cache, out in zip(layers, xs, caches, steps, strict=True):
@@ -81,10 +75,10 @@ def run_all(layers: list, xs: list) -> tuple[list, list, list]:
     and the caches of the cached run."""
     cached, caches = run_layers(layers, xs, [0, PREFILL, *range(PREFILL + 1, T + 1)])
     borrowed = None
-    if any(source_of(layer) is not None for layer in layers):
+    if any(getattr(layer, "kv_source", None) is not None for layer in layers):
         borrowed, _ = run_layers(layers, xs, [0, T])
     whole = [
-        layer(x) if source_of(layer) is None else borrowed[i]
+        layer(x) if getattr(layer, "kv_source", None) is None else borrowed[i]
         for i, (layer, x) in enumerate(zip(layers, xs, strict=True))
     ]
     return whole, cached, caches
@@ -116,11 +110,11 @@ def compare(family: str, seed: int = 0, part: str | None = None) -> dict:
     layers, xs = load_attentions(model, part), [seen["x"] for seen in records]
     whole, cached, caches = run_all(layers, xs)
     for i, (layer, seen, cache) in enumerate(zip(layers, records, caches, strict=True)):
-        kind = getattr(getattr(layer, "spec", None), "kind", cache.kind)  # a borrower's own
+        kind = kind_of(layer, cache)
         result["layers"] += 1
         result["whole"] = max(result["whole"], relative(whole[i], seen["y"]))
         result["cached"] = max(result["cached"], relative(cached[i], seen["y"]))
-        if cache.kind != "linear":  # the mean over rows of the largest weight: 1 / 24 if uniform
+        if kind != "linear":  # the mean over rows of the largest weight: 1 / 24 if uniform
             sharp = seen["weights"].max(-1).values.mean().item()
             result["sharpness"] = min(result["sharpness"], sharp)
         result["kinds"].append(kind)

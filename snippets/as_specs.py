@@ -1,17 +1,12 @@
 """The teaching GPT as a GPT of per-layer specs: one mechanism, two spellings.
 
-Needs torch and, from this folder, model.py (the GPT), the teaching layers
-(attention.py, kv_heads.py, taming.py, positional_attention.py), the spec
-layers they map to (configurable.py, mla.py, linear_layers.py, and
-linear_attention.py's Gated DeltaNet, a spec layer already) and
-rope_scaling.py. GPTConfig's teaching fields (attention, n_kv_head, kv_latent,
-layer_types and the taming pieces) build the readable layers of the first
-pages, each laid out for reading; `layers` builds today's families' layers
-from specs. as_specs(model) rebuilds a teaching GPT from specs alone, its
-weights carried over, computing the same logits: every teaching option is one
-option of a spec. ALiBi, a bias no spec layer adds, is refused by name.
-Shape letters: B batch, T positions, C channels, H heads, G key/value heads,
-D head size.
+GPTConfig's teaching fields (attention, n_kv_head, kv_latent, layer_types and
+the taming pieces) build the readable layers of the first pages, each laid out
+for reading; `layers` builds today's families' layers from specs.
+as_specs(model) rebuilds a teaching GPT from specs alone, its weights carried
+over, computing the same logits: every teaching option is one option of a spec.
+ALiBi, a bias no spec layer adds, is refused by name. Shape letters: B batch, T
+positions, C channels, H heads, G key/value heads, D head size.
 """
 
 import dataclasses

@@ -1,8 +1,7 @@
 """Causal self-attention for a decoder-only transformer: readable and batched.
 
-Needs torch, snippets/checks.py, snippets/masks.py (causal_mask) and, for the
-batched layer's position options, snippets/positions.py. Shape letters: B batch,
-T sequence length, C channels (n_embed), H heads, D head size (C // H).
+Shape letters: B batch, T sequence length, C channels (n_embed), H heads, D head
+size (C // H).
 """
 
 # --8<-- [start:imports]
@@ -20,7 +19,8 @@ from snippets.masks import causal_mask
 # --8<-- [start:batched_imports]
 # RoPE and ALiBi act inside attention: the batched layer takes a position scheme,
 # and a cache (snippets/cache.py) of the positions it has read.
-from snippets.cache import read
+from snippets.cache import kv_cache, read
+from snippets.layer_schedule import visible
 from snippets.positions import alibi_mask, check_position
 
 # --8<-- [end:batched_imports]
@@ -217,7 +217,7 @@ class CausalSelfAttention(nn.Module):
         q = q.view(B, T, H, D).transpose(1, 2)  # (B, T, C) -> (B, H, T, D)
         k = k.view(B, T, H, D).transpose(1, 2)  # (B, T, C) -> (B, H, T, D)
         v = v.view(B, T, H, D).transpose(1, 2)  # (B, T, C) -> (B, H, T, D)
-        q, k, v = read(cache, q, k, v, self.position)  # RoPE; + the cached k, v
+        q, k, v, k_pos = read(cache, q, k, v, self.position)  # RoPE; + the cache
         T_all = k.size(2)  # T, and the cached positions before them
         # ALiBi's bias holds the causal mask too: -inf above the diagonal.
         bias = None
@@ -225,7 +225,7 @@ class CausalSelfAttention(nn.Module):
             bias = alibi_mask(H, T, T_all).to(device=x.device, dtype=q.dtype)
         if return_weights:
             # The fused kernel never stores the (T, T) weights; this path does.
-            mask = causal_mask(T_all)[-T:].to(x.device)  # (T, T_all): last rows
+            mask = visible(k_pos[-T:], k_pos)  # (T, T_all): the queries are last
             y, weights = scaled_dot_product_attention(q, k, v, mask, bias=bias)
         elif bias is not None:
             # A float attn_mask is added to the scaled scores inside the kernel.
@@ -236,7 +236,7 @@ class CausalSelfAttention(nn.Module):
             # (B, H, T, D) x3 -> (B, H, T, D)
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         else:  # after cached positions: the causal mask's last T rows
-            mask = causal_mask(T_all)[-T:].to(x.device)  # (T, T_all)
+            mask = visible(k_pos[-T:], k_pos)  # (T, T_all)
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
         # Heads back side by side, the channel layout of MultiHeadAttention's cat.
         y = y.transpose(1, 2).contiguous().view(B, T, C)  # (B, T, C)
@@ -244,6 +244,11 @@ class CausalSelfAttention(nn.Module):
         if return_weights:
             return y, weights  # (B, T, C), (B, H, T, T)
         return y
+
+    def new_cache(self, batch_size, max_length, *, window=None, sinks=0):
+        """An empty cache of this layer's keys and values (snippets/cache.py):
+        max_length rows, or a rolling window with sinks."""
+        return kv_cache(max_length, window, sinks)
 
     @classmethod
     def from_multihead(cls, mha: MultiHeadAttention) -> "CausalSelfAttention":

@@ -1,9 +1,9 @@
 """What attention costs: six implementations of causal self-attention, one
 set of weights, and the same layer written inline.
 
-Needs torch and snippets/attention.py; snippets/measure.py measures them, and
-`python -m lab.attention_cost` runs the measurements. Shape letters as in
-snippets/attention.py: B batch, T sequence length, C channels, H heads, D head size.
+snippets/measure.py measures them, and `python -m lab.attention_cost` runs the
+measurements. Shape letters as in snippets/attention.py: B batch, T sequence
+length, C channels, H heads, D head size.
 """
 
 # --8<-- [start:imports]

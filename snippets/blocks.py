@@ -1,20 +1,16 @@
 """A model as data: each layer's attention from a spec, the block's pieces from one.
 
-Needs torch, snippets/checks.py, snippets/taming.py (rms_norm) and, for the
-layers a spec names, snippets/configurable.py, snippets/mla.py,
-snippets/sparse_mla.py, snippets/compressed_attention.py and
-snippets/linear_layers.py. snippets/model.py's GPTConfig
-takes two of these:
+snippets/model.py's GPTConfig takes two of these:
 
 - `layers`: one spec per block. LAYERS maps a spec's class to the layer it
   builds and its parameter count: an AttentionSpec to a ConfigurableAttention,
   an MLASpec to DeepSeek's LatentAttention, a LinearSpec to a linear layer
   (Gated DeltaNet, Kimi Delta Attention, Mamba2, lightning), a DSASpec to
   DeepSeek-V3.2's sparse MLA, a CompressedSpec to DeepSeek-V4's compressed
-  attention. Each takes
-  `forward(x, cache=None, *, return_weights=False)` and makes its own cache
-  with `new_cache()`, so the GPT, generate and gpt_attention run it as they
-  run the teaching layers. Another kind of layer enters as one more entry.
+  attention. Each takes `forward(x, cache=None, *, return_weights=False)`
+  and makes its own cache with `new_cache(batch_size, max_length)`, so the
+  GPT, generate and gpt_attention run it as they run the teaching layers.
+  Another kind of layer enters as one more entry.
 - `block`: a BlockSpec, the pieces around attention that today's dense
   families choose: RMSNorm (Gemma's scales stored as w - 1), where the norms
   sit, a gated MLP of its own width, and Gemma's sqrt(C) on the token vectors.

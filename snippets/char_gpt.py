@@ -1,9 +1,8 @@
 """The guide's GPT, briefly trained on the guide's text, and its attention weights.
 
-Needs torch and this folder's modules. Shape letters: B batch, T sequence length,
-L layers, H heads. The "See attention" notebook draws what these models attend to;
-lab/model_cache.py keeps the trained models in a cache, lab/see_attention.py exports
-the explorer's data.
+Shape letters: B batch, T sequence length, L layers, H heads. The "See
+attention" notebook draws what these models attend to; lab/model_cache.py keeps
+the trained models in a cache, lab/see_attention.py exports the explorer's data.
 """
 
 # --8<-- [start:imports]

@@ -1,7 +1,6 @@
 """Checkpoints a run can resume from: written atomically, and refused when the
 run resuming them would compute something else.
 
-Needs torch, and snippets/blocks.py for the specs a config may hold.
 snippets/train.py writes and reads them.
 """
 

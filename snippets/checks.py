@@ -1,9 +1,9 @@
 """Argument checks the layers share: each names the argument, its value or shape
 and the rule it breaks.
 
-Needs only torch. A layer checks at its boundary because torch's own errors come
-from deep inside a matmul, a view or masked_fill, and name none of its arguments.
-Shape letters: B batch, T sequence length, C channels (n_embed), D head size.
+A layer checks at its boundary because torch's own errors come from deep inside
+a matmul, a view or masked_fill, and name none of its arguments. Shape letters:
+B batch, T sequence length, C channels (n_embed), D head size.
 """
 
 import torch

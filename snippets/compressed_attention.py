@@ -1,7 +1,5 @@
 """DeepSeek-V4's attention: a window of raw tokens beside compressed ones.
 
-Needs torch and, in snippets/, cache.py, layer_schedule.py, rope_scaling.py,
-sparse_attention.py (the indexer's score core) and sparse_mla.py (its top-k).
 One layer kind, CompressedAttention, three ways:
 
 - window only: each query attends to the last `window` tokens (itself
@@ -27,7 +25,7 @@ import dataclasses
 import torch
 import torch.nn as nn
 
-from snippets.cache import Cache, LayerCache, check_cache
+from snippets.cache import Cache, LayerCache, no_rolling
 from snippets.checks import check_positive_int
 from snippets.layer_schedule import visible
 from snippets.rope_scaling import RopeSpec, frequencies
@@ -49,7 +47,7 @@ __all__ = [
 ]
 
 
-WHY = "its window, entries and waiting tokens are one cache: use its new_cache()"
+WHY = "it keeps a window of its own, and entries pooled from fixed blocks"
 
 
 # --8<-- [start:spec]
@@ -226,7 +224,7 @@ class Compressor(nn.Module):
         entries = rms(
             pool(c, z, m, self.overlap, before=lo < w0 * m), self.eps, self.norm
         )
-        return turn_tail(entries, theta, torch.arange(w0, w1) * m)
+        return turn_tail(entries, theta, torch.arange(w0, w1, device=c.device) * m)
 
 
 # --8<-- [end:pieces]
@@ -238,17 +236,18 @@ class CompressedCache(Cache):
     last window - 1 keys (= values); `waiting`, a window of the projections
     of the tokens its next entry pools (ratio - 1, or 2 ratio - 1 with
     overlap); `entries`, a full cache of every entry so far (with the
-    indexer's keys). Grows by one entry per ratio tokens, no more."""
+    indexer's keys) of up to max_length positions. Grows by one entry per
+    ratio tokens, no more. The layer updates each part in turn."""
 
-    def __init__(self, spec: CompressedSpec):
-        self.kind, self.spec = "compressed", spec
+    def __init__(self, spec: CompressedSpec, max_length: int):
+        self.spec = spec
         self.raw = LayerCache("window", spec.window)
         self.waiting = self.entries = None
         if spec.ratio is not None:
             self.waiting = LayerCache(
                 "window", spec.ratio * (2 if spec.overlap else 1)
             )
-            self.entries = LayerCache("full")
+            self.entries = LayerCache("full", max_length=max_length // spec.ratio)
 
     @property
     def parts(self) -> list[LayerCache]:
@@ -309,8 +308,9 @@ class CompressedAttention(nn.Module):
             self.index_q = nn.Linear(s.q_rank, heads * E, bias=False)
             self.index_w = nn.Linear(s.n_embed, heads, bias=False)
 
-    def new_cache(self) -> CompressedCache:
-        return CompressedCache(self.spec)
+    def new_cache(self, batch_size, max_length, *, window=None, sinks=0):
+        no_rolling(self, window, WHY)
+        return CompressedCache(self.spec, max_length)
 
     def _entries(self, x, cache, first: int):
         """Every entry so far (B, N, D) and the indexer's keys (B, N, E)."""
@@ -319,15 +319,15 @@ class CompressedAttention(nn.Module):
         )
         new, start = [t for part in parts for t in part.project(x)], 0
         if cache is not None:  # with the tokens still waiting for their block
-            new, k_pos = cache.waiting.add(*new)
-            start = int(k_pos[0])
+            new, k_pos = cache.waiting.update(*new)
+            start = cache.waiting.seen - k_pos.numel()  # the positions run on
         pairs = [new[i : i + 2] for i in range(0, len(new), 2)]
         out = [
             part(c, z, start, first, self.theta)
             for part, (c, z) in zip(parts, pairs, strict=True)
         ]
         if cache is not None:
-            out, _ = cache.entries.add(*out)
+            out, _ = cache.entries.update(*out)
         return out
 
     def _index_scores(self, x, latent, keys, t_pos):
@@ -357,12 +357,10 @@ class CompressedAttention(nn.Module):
         s, H, D = self.spec, self.spec.n_head, self.spec.head_size
         if x.dim() != 3 or x.size(-1) != s.n_embed:
             raise ValueError(f"x must be (B, T, {s.n_embed}), got {tuple(x.shape)}")
-        if cache is not None:
-            check_cache(cache, ("compressed",), type(self).__name__, WHY)
-            if cache.spec != s:
-                raise ValueError(
-                    "the cache was made for another spec: use layer.new_cache()"
-                )
+        if cache is not None and cache.spec != s:
+            raise ValueError(
+                "the cache was made for another spec: use the layer's new_cache"
+            )
         B, T, _ = x.shape
         first = 0 if cache is None else cache.seen
         t_pos = torch.arange(first, first + T, device=x.device)
@@ -373,7 +371,7 @@ class CompressedAttention(nn.Module):
         kv = turn_tail(kv, self.theta, t_pos)
         k_pos = t_pos
         if cache is not None:
-            (kv,), k_pos = cache.raw.add(kv)
+            (kv,), k_pos = cache.raw.update(kv)
         keys, mask = kv, visible(t_pos, k_pos, "window", s.window)  # (Tn, Ta)
         mask = mask.expand(B, T, -1)
         if self.compressor is not None:

@@ -1,12 +1,7 @@
 """One attention layer for today's models: every choice is a field of a spec.
 
-Needs torch and the guide's pieces: snippets/checks.py, snippets/cache.py (the
-cache), snippets/rope_scaling.py (scaled and partial RoPE),
-snippets/layer_schedule.py (window and chunk layers, the NoPE temperature),
-snippets/taming.py (QK-norm, soft-cap, sinks, the output gate, RMSNorm) and
-snippets/kv_heads.py (expand_kv). A family is data: a list of
-AttentionSpec, one per layer (lab/oracle/families.py builds them from published
-configs); the layer has no branch per family.
+A family is data: a list of AttentionSpec, one per layer (lab/oracle/families.py
+builds them from published configs); the layer has no branch per family.
 
 Shape letters: B batch, T positions, C channels, H query heads, G key/value
 heads, D head size (any size: C need not be H * D).
@@ -19,7 +14,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from snippets.cache import LayerCache, SharedCache, check_cache
+from snippets.cache import LayerCache, SharedCache, no_rolling
 from snippets.checks import check_positive_int
 from snippets.kv_heads import expand_kv
 from snippets.layer_schedule import KINDS, nope_temperature, visible
@@ -40,10 +35,7 @@ __all__ = ["AttentionSpec", "ConfigurableAttention", "LayerCache"]
 
 
 # Why a rolling cache does not fit: keys turn once, at their own positions.
-WHY = "its window layers are kind='window' in the spec, with its new_cache()"
-WHY_SHARED = (
-    "it makes no keys or values: new_cache(source=the source layer's cache)"
-)
+WHY = "its keys turn once, at their own positions (a spec's window: kind='window')"
 
 
 # --8<-- [start:spec]
@@ -175,6 +167,7 @@ class ConfigurableAttention(nn.Module):
             width = H * D if s.gate == "elementwise" else H
             self.gate = nn.Linear(C, width, bias=s.bias)
         self.scale = s.scale or D**-0.5
+        self.kv_source = s.kv_source  # the layer whose keys and values it reads
 
     def _norm(self, x, weight_name: str):
         s = self.spec
@@ -281,14 +274,14 @@ class ConfigurableAttention(nn.Module):
                 None if s.kind == "full" else visible(q_pos, q_pos, s.kind, s.size)
             )
             return self.attend(q, k, v, mask, return_weights=return_weights)
-        check_cache(cache, KINDS, "ConfigurableAttention", WHY)
         if s.k_eq_v:  # one tensor cached: keys and values derived from it
-            (k,), k_pos = cache.add(k)
-            k, v = self.keys_values(k, None, int(k_pos[0]))
+            (k,), k_pos = cache.update(k)
+            start = cache.seen - k_pos.numel()  # held positions run on from here
+            k, v = self.keys_values(k, None, start)
         else:  # keys turned once, when new
-            (k, v), k_pos = cache.add(*self.keys_values(k, v, offset))
+            (k, v), k_pos = cache.update(*self.keys_values(k, v, offset))
         if cache.readers:  # layers reading this one's keys and values
-            cache.attended = (k, v, k_pos, T)
+            cache.attended = (k, v, k_pos)
         mask = visible(q_pos, k_pos, s.kind, s.size)
         return self.attend(q, k, v, mask, return_weights=return_weights)
 
@@ -297,33 +290,35 @@ class ConfigurableAttention(nn.Module):
         if cache is None:
             raise ValueError(
                 f"this layer reads layer {s.kv_source}'s keys and values: "
-                f"give it cache=SharedCache(that layer's cache), after that "
-                f"layer has read the same positions"
+                f"give it the cache new_cache(..., source=that layer's cache), "
+                f"after that layer has read the same positions"
             )
-        check_cache(cache, ("shared",), "a layer with a kv_source", WHY_SHARED)
-        source = cache.source
-        if (source.kind, source.size) != (s.kind, s.size):
-            raise ValueError(
-                f"a {s.kind} layer (size {s.size}) cannot read a {source.kind} "
-                f"layer's cache (size {source.size}): its source must be its kind"
-            )
-        k, v, k_pos = cache.read(T)
+        (k, v), k_pos = cache.update()
         q, _, _ = self.project(x, cache.seen - T)
         q_pos = torch.arange(cache.seen - T, cache.seen, device=x.device)
         mask = visible(q_pos, k_pos, s.kind, s.size)
         return self.attend(q, k, v, mask, return_weights=return_weights)
 
-    def new_cache(self, source: LayerCache | None = None):
-        """An empty cache of this layer's kind; for a layer with a kv_source,
-        a SharedCache on its source layer's cache `source`."""
-        if (self.spec.kv_source is None) != (source is None):
+    def new_cache(
+        self, batch_size, max_length, *, window=None, sinks=0, source=None
+    ):
+        """An empty cache of this layer's kind, full ones max_length rows; for a
+        layer with a kv_source, a SharedCache on its source layer's cache."""
+        no_rolling(self, window, WHY)
+        s = self.spec
+        if (s.kv_source is None) != (source is None):
             raise ValueError(
                 f"source ({type(source).__name__}) is for a layer with a "
-                f"kv_source, and it needs one (kv_source={self.spec.kv_source})"
+                f"kv_source, and it needs one (kv_source={s.kv_source})"
             )
-        if source is not None:
-            return SharedCache(source)
-        return LayerCache(self.spec.kind, self.spec.size)
+        if source is None:
+            return LayerCache(s.kind, s.size, max_length)
+        if (source.kind, source.size) != (s.kind, s.size):
+            raise ValueError(
+                f"a {s.kind} layer (size {s.size}) cannot read a {source.kind} "
+                f"layer's cache (size {source.size}): its source must be its kind"
+            )
+        return SharedCache(source)
 
 
 # --8<-- [end:attend]

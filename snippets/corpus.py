@@ -1,9 +1,9 @@
 """Text to learn from: a copy of this guide's own pages, and a synthetic language.
 
-Needs only the standard library. The synthetic language is a Markov chain over a
-small alphabet: each character depends only on the one before it, through a
-transition matrix drawn from a fixed seed. Because that matrix is known, so is the
-language's entropy rate: the lowest average loss per character any model can reach.
+The synthetic language is a Markov chain over a small alphabet: each character
+depends only on the one before it, through a transition matrix drawn from a
+fixed seed. Because that matrix is known, so is the language's entropy rate: the
+lowest average loss per character any model can reach.
 """
 
 # --8<-- [start:imports]

@@ -1,6 +1,6 @@
 """From a stream of token ids to batches of (x, y) windows, y shifted by one.
 
-Needs only torch. Shape letters: B batch, T sequence length (here context_length).
+Shape letters: B batch, T sequence length (here context_length).
 """
 
 # --8<-- [start:imports]

@@ -7,9 +7,6 @@ that raises gets the error and the shapes it was given. Each exercise has the
 signature and conventions of the guide's own function of that name, which is
 also what grading compares against. EXERCISES lists the names and the tasks.
 
-Needs torch and, from this folder, the functions the answers are checked
-against: masks.py, attention.py, kv_heads.py, positions.py, taming.py,
-generate.py, sparse_attention.py; and grading.py, the tools it grades with.
 """
 
 import dataclasses

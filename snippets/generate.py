@@ -1,8 +1,6 @@
 """Text from a trained GPT: greedy decoding, temperature, top-k, top-p, a KV cache.
 
-Needs torch, snippets/model.py, snippets/cache.py and snippets/linear_attention.py
-(and snippets/train.py, to load its checkpoints). The command line and the
-KV-cache benchmark are lab/generate.py:
+The command line and the KV-cache benchmark are lab/generate.py:
 `python -m lab.generate --help`. Shape letters: B batch, T sequence length,
 C channels, H heads, D head size, V vocabulary size, L layers.
 """
@@ -12,9 +10,8 @@ from pathlib import Path
 
 import torch
 
-from snippets.cache import LayerCache, ModelCache
-from snippets.linear_attention import GatedDeltaNet
-from snippets.model import GPT
+from snippets.cache import ModelCache
+from snippets.model import GPT, check_ids
 
 # --8<-- [end:imports]
 
@@ -151,59 +148,14 @@ def pick_next(
 
 
 # --8<-- [start:kv_cache]
-class KVCache(ModelCache):
-    """What every layer must keep of the positions computed so far.
-
-    Keys and values, (L, B, G, T_max, D) each, where G is the number of key/value
-    heads (H without sharing); or, for attention="mla", the latents,
-    (L, B, T_max, R). T_max is the longest sequence the model accepts
-    (context_length, or max_length if set). Allocated once and filled in place:
-    appending never copies what is already there. With per-layer specs
-    (config.layers), each layer's new_cache() instead. Layer i's cache,
-    `layers[i]`, is a LayerCache writing into row i; a Gated DeltaNet block
-    (layer_types) keeps its new_cache(), a fixed-size LinearState, instead,
-    and its row stays empty. `model(idx, cache=cache)` reads and extends it
-    (snippets/cache.py).
-
-    Args:
-        model: gives L, the heads, D or R, T_max, the dtype and the device.
-        batch_size: B.
-    """
-
-    def __init__(self, model: GPT, batch_size: int):
-        config = model.config
-        if config.layers is not None:  # per-layer specs: each layer's own cache
-            super().__init__(block.attn.new_cache() for block in model.blocks)
-            return
-        L, T_max = config.n_layer, config.longest
-        D = config.n_embed // config.n_head
-        weight = model.lm_head.weight
-        like = {"dtype": weight.dtype, "device": weight.device}
-        if config.attention == "mla":
-            R = config.kv_latent
-            self.latent = torch.zeros(L, batch_size, T_max, R, **like)
-            rows = [(self.latent[i],) for i in range(L)]
-        else:
-            G = config.n_kv_head or config.n_head  # None: one per query head
-            self.k = torch.zeros(L, batch_size, G, T_max, D, **like)
-            self.v = torch.zeros_like(self.k)
-            rows = [(self.k[i], self.v[i]) for i in range(L)]
-        super().__init__(
-            block.attn.new_cache(batch_size)
-            if isinstance(block.attn, GatedDeltaNet)
-            else LayerCache(buffers=row)
-            for block, row in zip(model.blocks, rows, strict=True)
-        )
-
-    def tensors(self) -> list[torch.Tensor]:
-        """Everything the cache holds (for counting its bytes)."""
-        states = [t for c in self.layers if c.kind == "linear"
-                  for t in c.tensors()]  # fmt: skip
-        if hasattr(self, "latent"):
-            return [self.latent, *states]
-        if hasattr(self, "k"):
-            return [self.k, self.v, *states]
-        return super().tensors()  # per-layer specs: what each layer's cache holds
+def KVCache(model: GPT, batch_size: int) -> ModelCache:
+    """What every layer must keep of the positions computed so far: the cache
+    each layer makes, `block.attn.new_cache(batch_size, T_max)`, T_max the
+    longest sequence the model accepts (ModelCache.for_model). A full layer's
+    keys and values (B, G, T_max, D), or MLA's latents (B, T_max, R), are
+    allocated once and filled in place; a linear block keeps a fixed-size
+    LinearState. `model(idx, cache=cache)` reads and extends it."""
+    return ModelCache.for_model(model, batch_size)
 
 
 # --8<-- [end:kv_cache]
@@ -218,6 +170,7 @@ def _check_generate_args(model: GPT, idx: torch.Tensor, max_new_tokens: int):
         raise ValueError(f"idx must be (B, T) token ids with T >= 1, got {got}")
     if type(max_new_tokens) is not int or max_new_tokens < 0:
         raise ValueError(f"max_new_tokens ({max_new_tokens!r}) must be an int >= 0")
+    check_ids(idx, model.config.vocab_size)  # once: the forward passes do not
 
 
 @torch.no_grad()
@@ -235,11 +188,11 @@ def stream(
     has no row for more.
 
     Args:
-        model: a GPT; with kv_cache, one with attention="fused".
+        model: a GPT; with kv_cache, one whose layers keep a cache.
         idx: the prompt, token ids (B, T) with T >= 1.
         max_new_tokens: how many tokens to yield, >= 0.
-        kv_cache: reuse earlier positions' keys and values (KVCache) instead of
-            running the whole context again for every token.
+        kv_cache: reuse earlier positions' keys and values (a ModelCache)
+            instead of running the whole context again for every token.
         **sampling (Any): greedy, temperature, top_k, top_p, generator, as pick_next
             takes them.
 
@@ -247,7 +200,7 @@ def stream(
         next_id (torch.Tensor): the next token ids (B, 1).
 
     Raises:
-        TypeError: model is not a GPT, or kv_cache with per-head attention.
+        TypeError: model is not a GPT, or kv_cache with the per-head layer.
         ValueError: idx is not (B, T), max_new_tokens is negative, or a sampling
             option is bad.
     """
@@ -269,13 +222,7 @@ def stream(
                 idx = torch.cat([idx, next_id], dim=1)  # (B, T + 1)
                 yield next_id
             return
-        if model.config.attention == "per-head":
-            raise TypeError(
-                "kv_cache=True needs attention='fused' or 'mla'; convert a "
-                "per-head model with GPT.from_per_head(model), or pass "
-                "kv_cache=False"
-            )
-        cache = KVCache(model, idx.size(0))
+        cache = ModelCache.for_model(model, idx.size(0))
         logits, _ = model(idx[:, -T_max:], cache=cache)  # the prompt
         for i in range(max_new_tokens):
             next_id = pick_next(logits[:, -1], **sampling)  # (B, 1)
@@ -289,7 +236,7 @@ def stream(
                 # Full. With learned absolute positions, dropping the oldest
                 # token moves every other one to a new position: all their
                 # keys and values change. Start again from the cropped context.
-                cache = KVCache(model, idx.size(0))  # and fresh linear states
+                cache = ModelCache.for_model(model, idx.size(0))  # fresh states
                 logits, _ = model(idx[:, -T_max:], cache=cache)
     finally:
         model.train(was_training)

@@ -7,7 +7,6 @@ wrong entry, in a learner's words, with `mask_problem`. Its inputs are seeded
 (`qkv`) or spell their own index (`coded`), so grading is the same on every run.
 A grader returns None when every property holds, else the first one broken.
 
-Needs torch only.
 """
 
 import torch

@@ -1,7 +1,7 @@
 """Induction heads: a two-layer attention-only model learns to continue a repeat.
 
-Needs torch, attention.py and tasks.py of this folder. Shape letters: B batch, T
-sequence length, C channels (n_embed), H heads, L layers, V vocabulary size.
+Shape letters: B batch, T sequence length, C channels (n_embed), H heads, L
+layers, V vocabulary size.
 
 An induction head completes patterns: having seen "... q k ..." once, at the next
 "q" it attends to the "k" that followed the earlier "q", and copies it. It takes

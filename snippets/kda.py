@@ -2,9 +2,9 @@
 
 Kimi Team (2025), "Kimi Linear: An Expressive, Efficient Attention
 Architecture", arXiv:2510.26692; three of these for every MLA layer in Kimi
-Linear. Needs torch and snippets/linear_attention.py, whose layer it extends.
-Shape letters as there: B batch, T sequence length, C channels, H heads, K the
-key width of a head, V the value width of a head, N the chunk length.
+Linear. The layer extends GatedDeltaNet (linear_attention.py). Shape letters as
+there: B batch, T sequence length, C channels, H heads, K the key width of a
+head, V the value width of a head, N the chunk length.
 
 Gated DeltaNet forgets the same share alpha of every row of a head's state S
 (K, V). Kimi Delta Attention gives each of the K rows (each key channel) its

@@ -1,8 +1,8 @@
 """Fewer keys and values to cache: grouped-query and multi-head latent attention.
 
-Needs torch, snippets/attention.py, checks.py and positions.py. Shape letters:
-B batch, T sequence length, C channels (n_embed), H query heads, G key/value
-heads (n_kv_head), D head size (C // H), R the width of the latent (kv_latent).
+Shape letters: B batch, T sequence length, C channels (n_embed), H query heads,
+G key/value heads (n_kv_head), D head size (C // H), R the width of the latent
+(kv_latent).
 """
 
 # --8<-- [start:imports]
@@ -17,8 +17,9 @@ from snippets.attention import (
     alibi_mask,
     scaled_dot_product_attention,
 )
-from snippets.cache import check_cache, read
+from snippets.cache import kv_cache, read
 from snippets.checks import check_config, check_input, check_positive_int
+from snippets.layer_schedule import visible
 from snippets.positions import check_position
 
 # --8<-- [end:imports]
@@ -34,17 +35,14 @@ __all__ = [
 
 
 # --8<-- [start:shifted_mask]
-def _shifted_causal_mask(T_new: int, T_all: int, device) -> torch.Tensor | None:
+def _last_rows(T_new: int, T_all: int, device) -> torch.Tensor:
     """Which of T_all keys each of the last T_new queries may see: (T_new, T_all).
 
     Query i sits at position T_all - T_new + i and sees keys 0 .. that position:
-    the causal mask moved right by the positions before it. None when T_new == 1:
-    the newest position sees every key.
+    the last T_new rows of the causal mask over T_all positions.
     """
-    if T_new == 1:
-        return None
-    mask = torch.ones(T_new, T_all, dtype=torch.bool, device=device)
-    return mask.tril(diagonal=T_all - T_new)
+    positions = torch.arange(T_all, device=device)
+    return visible(positions[T_all - T_new :], positions)
 
 
 def _position_bias(position: str, q: torch.Tensor, T_all: int):
@@ -67,7 +65,8 @@ def _fused_attention(q, k, v, bias=None, **options) -> torch.Tensor:
         return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, **options)
     if T_new == T_all:
         return F.scaled_dot_product_attention(q, k, v, is_causal=True, **options)
-    mask = _shifted_causal_mask(T_new, T_all, q.device)
+    # One new query sees every key: no mask at all.
+    mask = None if T_new == 1 else _last_rows(T_new, T_all, q.device)
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, **options)
 
 
@@ -171,7 +170,7 @@ class GroupedQueryAttention(nn.Module):
             # Written out: every query head gets its group's keys and values.
             k = expand_kv(k, H // self.n_kv_head)  # (B, G, T, D) -> (B, H, T, D)
             v = expand_kv(v, H // self.n_kv_head)  # (B, G, T, D) -> (B, H, T, D)
-            mask = _shifted_causal_mask(T_new, T_all, q.device)  # (T_new, T_all)
+            mask = _last_rows(T_new, T_all, q.device)  # (T_new, T_all)
             y, weights = scaled_dot_product_attention(q, k, v, mask, bias=bias)
         else:
             # enable_gqa: the fused kernel reads head h // (H // G) for query
@@ -186,8 +185,13 @@ class GroupedQueryAttention(nn.Module):
         """x (B, T, C) -> out (B, T, C); with return_weights=True, returns (out,
         weights (B, H, T, T_all)). A cache (snippets/cache.py) holds G heads."""
         check_input(x, self.n_embed, self.context_length, self.max_length)
-        q, k, v = read(cache, *self.project(x), self.position)  # RoPE; + the cache
+        q, k, v, _ = read(cache, *self.project(x), self.position)  # RoPE; + cache
         return self.attend(q, k, v, return_weights=return_weights)
+
+    def new_cache(self, batch_size, max_length, *, window=None, sinks=0):
+        """An empty cache of G key/value heads (snippets/cache.py): max_length
+        rows, or a rolling window with sinks."""
+        return kv_cache(max_length, window, sinks)
 
     @classmethod
     def from_causal(cls, csa: CausalSelfAttention) -> "GroupedQueryAttention":
@@ -291,7 +295,7 @@ class MultiHeadLatentAttention(nn.Module):
         v = self.value_up(c).view(B, T_all, H, D).transpose(1, 2)  # same
         bias = _position_bias(self.position, q, T_all)  # ALiBi; else None
         if return_weights:
-            mask = _shifted_causal_mask(T_new, T_all, x.device)  # (T_new, T_all)
+            mask = _last_rows(T_new, T_all, x.device)  # (T_new, T_all)
             y, weights = scaled_dot_product_attention(q, k, v, mask, bias=bias)
         else:
             y = _fused_attention(q, k, v, bias)  # (B, H, T_new, D)
@@ -306,11 +310,15 @@ class MultiHeadLatentAttention(nn.Module):
         c = self.latent(x)  # (B, T, R)
         if cache is None:
             return self.attend(x, c, return_weights=return_weights)
-        check_cache(cache, ("full", "rolling"), "MultiHeadLatentAttention")
-        (c,), _ = cache.add(c)  # (B, T_all, R): every latent so far
+        (c,), _ = cache.update(c)  # (B, T_all, R): every latent so far
         if return_weights:  # the written-out form keeps the weights
             return self.attend(x, c, return_weights=True)
         return self.attend_absorbed(x, c)
+
+    def new_cache(self, batch_size, max_length, *, window=None, sinks=0):
+        """An empty cache of the latents (snippets/cache.py): max_length rows,
+        or a rolling window with sinks."""
+        return kv_cache(max_length, window, sinks)
 
     # --8<-- [end:mla]
 
@@ -364,26 +372,20 @@ def kv_cache_bytes(
     layer (0 for this guide's layer, which has none). Give either n_kv_head and
     head_size, or kv_latent.
     """
-    counts = {"n_layer": n_layer, "tokens": tokens, "batch": batch}
-    for name, value in {**counts, "bytes_per_element": bytes_per_element}.items():
-        check_positive_int(name, value)
-    heads = n_kv_head is not None and head_size is not None
-    given = [v is not None for v in (n_kv_head, head_size, kv_latent)]
+    heads = {"n_kv_head": n_kv_head, "head_size": head_size, "kv_latent": kv_latent}
+    given = [v is not None for v in heads.values()]
     if given not in ([True, True, False], [False, False, True]):
         raise ValueError(
             f"give n_kv_head and head_size (got {n_kv_head}, {head_size}) or "
             f"kv_latent (got {kv_latent}): not both, not neither"
         )
-    if heads:
-        check_positive_int("n_kv_head", n_kv_head)
-        check_positive_int("head_size", head_size)
+    sizes = {"n_layer": n_layer, "tokens": tokens, "batch": batch, **heads}
+    for name, value in {**sizes, "bytes_per_element": bytes_per_element}.items():
+        if value is not None:
+            check_positive_int(name, value)
+    if kv_latent is None:
         per_token_layer = 2 * n_kv_head * head_size  # one key and one value each
-    else:
-        check_positive_int("kv_latent", kv_latent)
-        if isinstance(rope_head_size, bool) or not isinstance(rope_head_size, int):
-            raise TypeError(f"rope_head_size ({rope_head_size!r}) must be an int")
-        if rope_head_size < 0:
-            raise ValueError(f"rope_head_size ({rope_head_size}) must be >= 0")
+    else:  # the latent and the decoupled RoPE key
         per_token_layer = kv_latent + rope_head_size
     return n_layer * per_token_layer * tokens * batch * bytes_per_element
 

@@ -1,10 +1,9 @@
 """Which keys a layer sees, layer by layer: full, window and chunked layers.
 
-Needs torch and snippets/checks.py. Today's models mix layers: Gemma 3 has five
-sliding-window layers to one global, gpt-oss alternates window and full, Llama 4
-has chunked layers with RoPE and, every fourth layer, a full layer without
-positions (NoPE) whose queries are warmed by a temperature that grows with the
-position.
+Today's models mix layers: Gemma 3 has five sliding-window layers to one global,
+gpt-oss alternates window and full, Llama 4 has chunked layers with RoPE and,
+every fourth layer, a full layer without positions (NoPE) whose queries are
+warmed by a temperature that grows with the position.
 
 A mask here is built from positions, not from a square: queries at positions
 q_pos see keys at positions k_pos, so one rule serves a whole sequence and a

@@ -1,9 +1,6 @@
 """Mistral Large 4's attention: DSA with a query temperature learned per head.
 
-Needs torch and the guide's pieces: snippets/mla.py (the layer), snippets/
-sparse_mla.py (the indexer, choose, the shared choice), snippets/
-rope_scaling.py, snippets/positions.py, snippets/layer_schedule.py and
-snippets/cache.py. What is new, each a small piece composed into MLA:
+What is new, each a small piece composed into MLA:
 
 - a temperature learned per head: every query of head h at position t
   multiplied by scale_h * log(t + 1) + bias_h (scale 0, bias 1: unchanged),
@@ -26,7 +23,7 @@ import dataclasses
 import torch
 import torch.nn as nn
 
-from snippets.cache import LayerCache, SharedCache, check_cache
+from snippets.cache import LayerCache, SharedCache, no_rolling
 from snippets.checks import check_positive_int
 from snippets.layer_schedule import visible
 from snippets.mla import WHY, LatentAttention, MLASpec
@@ -180,11 +177,19 @@ class Large4Spec(MLASpec):
 # --8<-- [start:shared]
 class SharedLatents(SharedCache):
     """A SharedCache on the source layer's cache, plus, for a layer that runs
-    an indexer of its own, a LayerCache of that indexer's keys (`own`)."""
+    an indexer of its own, a LayerCache of that indexer's keys (`own`): its
+    update(*keys) gives the source's latents and rope keys, then its own."""
 
-    def __init__(self, source, indexer: bool):
+    def __init__(self, source: LayerCache, own: LayerCache | None):
         super().__init__(source)
-        self.own = LayerCache("full") if indexer else None
+        self.own = own
+
+    def update(self, *new: torch.Tensor):
+        held, k_pos = super().update()
+        if self.own is not None:
+            mine, k_pos = self.own.update(*new)
+            held = (*held, *mine)
+        return held, k_pos
 
     def __len__(self) -> int:
         return 0 if self.own is None else len(self.own)
@@ -194,9 +199,6 @@ class SharedLatents(SharedCache):
 
 
 # --8<-- [end:shared]
-
-
-WHY_SHARED = "it reads its source's latents: use its new_cache(source's cache)"
 
 
 # --8<-- [start:layer]
@@ -217,6 +219,7 @@ class LearnedTemperatureAttention(LatentAttention):
         self.temperature = LearnedTemperature(spec.n_head)
         if spec.kv_source is not None:  # no latents of its own
             del self.kv_down, self.kv_norm
+        self.kv_source = spec.kv_source  # the layer whose latents it reads
         self.indexer, self.choice = None, None
         if indexer is not None:
             self.indexer = XQueryIndexer(indexer, spec.n_embed, self.turn)
@@ -243,31 +246,24 @@ class LearnedTemperatureAttention(LatentAttention):
     def forward(self, x: torch.Tensor, cache=None, *, return_weights=False):
         """x (B, T, C) at positions 0 .. T - 1, or after the cache's; a layer
         with a kv_source takes a SharedLatents, after its source's step."""
-        T = x.size(1)
-        if self.spec.kv_source is not None:
-            if cache is None:
-                raise ValueError(
-                    f"this layer reads layer {self.spec.kv_source}'s latents: give "
-                    f"it cache=layer.new_cache(that layer's cache), after its step"
-                )
-            check_cache(cache, ("shared",), type(self).__name__, WHY_SHARED)
-            c, k_rope, k_pos = cache.read(T)  # its source's, as they are
-            offset, own = cache.seen - T, cache.own
-        else:
-            offset, own = 0 if cache is None else cache.seen, cache
-            c, k_rope = self.latents(x, offset)
-            k_pos = torch.arange(offset, offset + T, device=x.device)
+        T, sharing = x.size(1), self.spec.kv_source is not None
+        if sharing and cache is None:
+            raise ValueError(
+                f"this layer reads layer {self.spec.kv_source}'s latents: "
+                f"give it new_cache(..., source=its cache), after that layer's step"
+            )
+        offset = 0 if cache is None else cache.seen - T * sharing
         q_nope, q_rope = self.queries(x, offset)
-        keys = None if self.indexer is None else self.indexer.keys(x, offset)
-        if own is not None:
-            check_cache(own, ("full",), type(self).__name__, WHY)
-            mine = (c, k_rope) if self.spec.kv_source is None else ()
-            held, k_pos = own.add(*mine, *(() if keys is None else (keys,)))
-            if self.spec.kv_source is None:
-                c, k_rope = held[:2]
-                if own.readers:  # layers reading this one's latents
-                    own.attended = (c, k_rope, k_pos, T)
-            keys = None if keys is None else held[-1]
+        new = () if sharing else self.latents(x, offset)  # (c, k_rope)
+        if self.indexer is not None:
+            new = (*new, self.indexer.keys(x, offset))
+        k_pos = torch.arange(offset, offset + T, device=x.device)
+        if cache is not None:  # a sharing layer's: its source's latents first
+            new, k_pos = cache.update(*new)
+            if not sharing and cache.readers:  # layers reading its latents
+                cache.attended = (*new[:2], k_pos)
+        c, k_rope = new[:2]
+        keys = None if self.indexer is None else new[2]
         q_pos = torch.arange(offset, offset + T, device=x.device)
         allowed = visible(q_pos, k_pos)  # (Tn, Ta)
         if self.indexer is None:
@@ -285,17 +281,21 @@ class LearnedTemperatureAttention(LatentAttention):
             q_nope, q_rope, c, k_rope, mask, weights=return_weights
         )
 
-    def new_cache(self, source: LayerCache | None = None):
-        """An empty cache; for a layer with a kv_source, a SharedLatents on its
-        source layer's cache `source`."""
+    def new_cache(
+        self, batch_size, max_length, *, window=None, sinks=0, source=None
+    ):
+        """An empty cache of max_length rows; for a layer with a kv_source, a
+        SharedLatents on its source layer's cache `source`."""
+        no_rolling(self, window, WHY)
         if (self.spec.kv_source is None) != (source is None):
             raise ValueError(
                 f"source ({type(source).__name__}) is for a layer with a "
                 f"kv_source, and it needs one (kv_source={self.spec.kv_source})"
             )
+        own = LayerCache("full", max_length=max_length)
         if source is None:
-            return LayerCache("full")
-        return SharedLatents(source, indexer=self.indexer is not None)
+            return own
+        return SharedLatents(source, own if self.indexer is not None else None)
 
 
 # --8<-- [end:layer]

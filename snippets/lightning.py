@@ -2,9 +2,8 @@
 
 MiniMax (2025), "MiniMax-01: Scaling Foundation Models with Lightning
 Attention", arXiv:2501.08313; seven of these for every softmax layer in
-MiniMax-Text-01. Needs torch and snippets/cache.py. Shape letters: B batch,
-T sequence length, C channels, H heads, D the width of a head, N the chunk
-length.
+MiniMax-Text-01. Shape letters: B batch, T sequence length, C channels, H heads,
+D the width of a head, N the chunk length.
 
 Each head keeps a state S (D, D) that forgets the same share lambda = exp(-s)
 at every position (s the head's slope, fixed, not computed from the input) and
@@ -22,7 +21,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 
-from snippets.cache import LinearState, state_of
+from snippets.cache import A_STATE, LinearState, no_rolling
 from snippets.checks import check_positive_int
 
 # --8<-- [end:imports]
@@ -39,7 +38,9 @@ def _check(q, k, v, slope, state) -> None:
             f"{tuple(q.shape)}, {tuple(k.shape)} and {tuple(v.shape)}"
         )
     B, H, T, D = q.shape
-    if slope.shape != (H,) or bool((slope < 0).any()):
+    # The values are read on the CPU only: elsewhere, a wait for the device.
+    cpu = slope.device.type == "cpu"
+    if slope.shape != (H,) or (cpu and bool((slope < 0).any())):
         raise ValueError(
             f"slope must be (H,) = ({H},) and >= 0 (lambda = exp(-slope) <= 1), "
             f"got shape {tuple(slope.shape)}, smallest {slope.min().item():.4g}"
@@ -185,9 +186,10 @@ class LightningAttention(nn.Module):
         self.out = nn.Linear(width, n_embed, bias=False)
         self.register_buffer("slope", slope)
 
-    def new_cache(self, batch_size: int | None = None):
-        """This layer's cache, a LinearState (None: B of the first step)."""
-        return LinearState(self, batch_size)
+    def new_cache(self, batch_size, max_length, *, window=None, sinks=0):
+        """A LinearState: the state (H, D, D); no convolution."""
+        no_rolling(self, window, A_STATE)
+        return LinearState(batch_size, (self.n_head, self.head_k, self.head_v))
 
     def forward(self, x, cache=None, *, return_weights=False, recurrent=False):
         """x (B, T, C) -> (B, T, C); with a cache (a LinearState), x holds the
@@ -206,17 +208,17 @@ class LightningAttention(nn.Module):
             F.silu(p(x)).view(B, T, self.n_head, -1).transpose(1, 2)
             for p in (self.q, self.k, self.v)
         )
-        state = None
-        if cache is not None:
-            state, _ = state_of(cache, "LightningAttention", B)
+        S = None
+        if cache is not None:  # the state so far (no convolution rows)
+            S, _ = cache.update(x)
             recurrent = recurrent or T == 1
         slope = self.slope.to(x.dtype)
         if recurrent:
-            o, state = lightning_recurrent(q, k, v, slope, state)
+            o, state = lightning_recurrent(q, k, v, slope, S)
         else:
-            o, state = lightning_chunked(q, k, v, slope, state, self.chunk_size)
+            o, state = lightning_chunked(q, k, v, slope, S, self.chunk_size)
         if cache is not None:
-            cache.S, cache.seen = state, cache.seen + T
+            S.copy_(state)  # the cache's state, past the new positions
         o = o.transpose(1, 2).reshape(B, T, -1)  # (B, T, H * D)
         o = (
             o

@@ -1,9 +1,9 @@
 """Gated DeltaNet: linear attention whose memory is a fixed-size matrix, no cache.
 
-Yang, Kautz and Hatamizadeh (2024), "Gated Delta Networks", arXiv:2412.06464; the
-layer as Qwen3-Next uses it (three of these for every softmax layer). Needs only
-torch. Shape letters: B batch, T sequence length, C channels, H heads, K the key
-width of a head, V the value width of a head, N the chunk length.
+Yang, Kautz and Hatamizadeh (2024), "Gated Delta Networks", arXiv:2412.06464;
+the layer as Qwen3-Next uses it (three of these for every softmax layer). Shape
+letters: B batch, T sequence length, C channels, H heads, K the key width of a
+head, V the value width of a head, N the chunk length.
 
 Each head keeps a state S of shape (K, V). At every position it forgets a share of
 it (the gate alpha = exp(g)), reads what S recalls for the new key, and writes back
@@ -20,7 +20,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 
-from snippets.cache import LinearState, state_of
+from snippets.cache import A_STATE, LinearState, no_rolling
 
 # --8<-- [end:imports]
 
@@ -54,7 +54,8 @@ def check_delta_inputs(q, k, v, g, beta, state) -> None:
             raise ValueError(
                 f"{name} must be (B, H, T) = {(B, H, T)}, got {tuple(t.shape)}"
             )
-    if bool((g > 0).any()):  # one pass over B * H * T numbers
+    # The values are read on the CPU only: elsewhere, a wait for the device.
+    if g.device.type == "cpu" and bool((g > 0).any()):
         raise ValueError(
             f"g must be <= 0, got a largest value of {g.max().item():.4g}: it is "
             f"the log of the forget gate alpha = exp(g), at most 1"
@@ -316,9 +317,12 @@ class GatedDeltaNet(nn.Module):
         B, T, _ = x.shape
         return F.silu(self.z(x)).reshape(B, T, self.n_head, self.head_v)
 
-    def new_cache(self, batch_size: int | None = None):
-        """This layer's cache, a LinearState (None: B of the first step)."""
-        return LinearState(self, batch_size)
+    def new_cache(self, batch_size, max_length, *, window=None, sinks=0):
+        """A LinearState: the state (H, K, V) and the convolution's last
+        inputs (its projections into it have no bias: x is as good)."""
+        no_rolling(self, window, A_STATE)
+        state = (self.n_head, self.head_k, self.head_v)
+        return LinearState(batch_size, state, self.conv.kernel_size[0] - 1)
 
     def forward(self, x, cache=None, *, return_weights=False, recurrent=False):
         """x (B, T, C) -> (B, T, C); recurrent=True uses the step-by-step form.
@@ -335,24 +339,22 @@ class GatedDeltaNet(nn.Module):
                 f"{type(self).__name__} has no attention weights: it mixes "
                 "positions through a fixed-size state, never a (T, T) matrix"
             )
-        state = None
+        S = None
         if cache is None:
             q, k, v, g, beta = self.gates(x)
-        else:  # the convolution reads the cached inputs before x
-            state, recent = state_of(cache, type(self).__name__, x.size(0))
-            w = recent.size(1)
-            context = torch.cat([recent, x], dim=1)  # (B, w + T, C)
+        else:  # the state so far; the convolution reads the cached inputs too
+            S, context = cache.update(x)  # (B, H, K, V), (B, w + T, C)
+            w = context.size(1) - x.size(1)
             q, k, v, g, beta = (t[:, :, w:] for t in self.gates(context))
-            cache.recent = context[:, context.size(1) - w :]
             recurrent = recurrent or x.size(1) == 1
         if recurrent:
-            o, state = self.recurrent_rule(q, k, v, g, beta, state)
+            o, state = self.recurrent_rule(q, k, v, g, beta, S)
         else:
             o, state = self.chunked_rule(
-                q, k, v, g, beta, state, chunk_size=self.chunk_size
+                q, k, v, g, beta, S, chunk_size=self.chunk_size
             )
         if cache is not None:
-            cache.S, cache.seen = state, cache.seen + x.size(1)
+            S.copy_(state)  # the cache's state, past the new positions
         o = o.transpose(1, 2)  # (B, T, H, V)
         o = (
             o

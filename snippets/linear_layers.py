@@ -1,13 +1,10 @@
 """One spec for the linear layers a GPT block can hold, as AttentionSpec is for
 the softmax ones: the rule, its sizes, the layer it builds, its parameters.
 
-Needs snippets/checks.py and the layers: snippets/linear_attention.py (Gated
-DeltaNet, Qwen3-Next's and Qwen3.5's), snippets/kda.py (Kimi Delta Attention,
-Kimi Linear's), snippets/mamba2.py (Mamba2, the Nemotron-H, Granite 4 and
-Falcon-H1 hybrids') and snippets/lightning.py (MiniMax-01's lightning
-attention). Each takes `forward(x, cache=None, *, return_weights=False)`
-and makes its LinearState with `new_cache()`. Shape letters: C channels, H heads,
-K a head's key width (Mamba2: the state size N), V its value width (Mamba2: P).
+Each takes `forward(x, cache=None, *, return_weights=False)` and makes its
+LinearState with `new_cache(batch_size, max_length)`. Shape letters: C channels,
+H heads, K a head's key width (Mamba2: the state size N), V its value width
+(Mamba2: P).
 """
 
 # --8<-- [start:spec]

@@ -1,11 +1,10 @@
 """Mamba2: a selective state space layer, the state beside attention in hybrids.
 
 Dao and Gu (2024), "Transformers are SSMs: Generalized Models and Efficient
-Algorithms Through Structured State Space Duality", arXiv:2405.21060; the
-layer of Nemotron-H, Falcon-H1 and Granite 4's hybrids. Needs torch,
-snippets/cache.py and snippets/checks.py. Shape letters: B batch, T sequence
-length, C channels, H heads, P the width of a head, N the state size, G groups
-(heads in a group share B and C), L the chunk length.
+Algorithms Through Structured State Space Duality", arXiv:2405.21060; the layer
+of Nemotron-H, Falcon-H1 and Granite 4's hybrids. Shape letters: B batch, T
+sequence length, C channels, H heads, P the width of a head, N the state size, G
+groups (heads in a group share B and C), L the chunk length.
 
 Each head keeps a state h (N, P) that forgets one share a_t = exp(dt_t A) of
 itself at every position (a scalar per head and position: A < 0 fixed, the step
@@ -25,7 +24,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 
-from snippets.cache import LinearState, state_of
+from snippets.cache import A_STATE, LinearState, no_rolling
 from snippets.checks import check_positive_int, check_shape
 
 # --8<-- [end:imports]
@@ -44,7 +43,8 @@ def _check(x, dt, A, B, C, state) -> None:
     _, _, _, N = check_shape("B", B, "B H T N", B=b, H=H, T=T)
     check_shape("C", C, "B H T N", B=b, H=H, T=T, N=N)
     check_shape("A", A, "H", H=H)
-    if bool((A >= 0).any()) or bool((dt <= 0).any()):
+    # The values are read on the CPU only: elsewhere, a wait for the device.
+    if A.device.type == "cpu" and (bool((A >= 0).any()) or bool((dt <= 0).any())):
         raise ValueError(
             f"A must be < 0 and dt > 0 (a decay a = exp(dt A) < 1), got largest A "
             f"{A.max().item():.4g}, smallest dt {dt.min().item():.4g}"
@@ -256,9 +256,11 @@ class Mamba2(nn.Module):
             y = g.view(B, T, width) * self.norm_weight
         return y * F.silu(z) if self.norm != "gate_first" else y
 
-    def new_cache(self, batch_size: int | None = None):
-        """This layer's cache, a LinearState (None: B of the first step)."""
-        return LinearState(self, batch_size)
+    def new_cache(self, batch_size, max_length, *, window=None, sinks=0):
+        """A LinearState: the state (H, N, P) and the last rows of xBC."""
+        no_rolling(self, window, A_STATE)
+        state = (self.n_head, self.head_k, self.head_v)
+        return LinearState(batch_size, state, self.conv.kernel_size[0] - 1)
 
     def forward(self, x, cache=None, *, return_weights=False, recurrent=False):
         """x (B, T, C) -> (B, T, C); with a cache (a LinearState), x holds the
@@ -274,12 +276,10 @@ class Mamba2(nn.Module):
             raise ValueError(f"x must hold T >= 1 positions, got {tuple(x.shape)}")
         H, G, P, N = self.n_head, self.n_groups, self.head_v, self.head_k
         z, xBC, dt = self.in_proj(x).split([H * P, self.conv_channels, H], dim=-1)
-        state, w = None, 0
-        if cache is not None:  # the convolution reads the cached rows before xBC
-            state, recent = state_of(cache, "Mamba2", b)
-            w = recent.size(1)
-            xBC = torch.cat([recent, xBC], dim=1)  # (B, w + T, channels)
-            cache.recent = xBC[:, xBC.size(1) - w :]
+        S, w = None, 0
+        if cache is not None:  # the state so far; the cached rows before xBC
+            S, xBC = cache.update(xBC)  # (B, H, N, P), (B, w + T, channels)
+            w = xBC.size(1) - T
             recurrent = recurrent or T == 1
         xBC = F.silu(self.conv(xBC.transpose(1, 2))[..., w : w + T]).transpose(1, 2)
         xs, Bm, Cm = xBC.split([H * P, G * N, G * N], dim=-1)
@@ -291,11 +291,11 @@ class Mamba2(nn.Module):
         dt = F.softplus(dt + self.dt_bias).clamp(*self.dt_limit).transpose(1, 2)
         A = -torch.exp(self.A_log)
         if recurrent:
-            y, state = ssd_recurrent(xs, dt, A, Bm, Cm, state)
+            y, state = ssd_recurrent(xs, dt, A, Bm, Cm, S)
         else:
-            y, state = ssd_chunked(xs, dt, A, Bm, Cm, state, self.chunk_size)
+            y, state = ssd_chunked(xs, dt, A, Bm, Cm, S, self.chunk_size)
         if cache is not None:
-            cache.S, cache.seen = state, cache.seen + T
+            S.copy_(state)  # the cache's state, past the new positions
         y = y + self.D[:, None, None] * xs  # the skip, per head
         y = y.transpose(1, 2).reshape(b, T, H * P)
         return self.out(self.gate_and_norm(y, z))

@@ -1,9 +1,8 @@
 """Attention masks: which keys each query may see.
 
-Needs torch and snippets/checks.py. A mask is a bool tensor, True where a query
-may attend to a key, that broadcasts against the (B, H, T, T) scores: (T, T) for
-every row of a batch, (B, T, T) or (B, 1, T) for one per row. Shape letters:
-B batch, H heads, T sequence length.
+A mask is a bool tensor, True where a query may attend to a key, that broadcasts
+against the (B, H, T, T) scores: (T, T) for every row of a batch, (B, T, T) or
+(B, 1, T) for one per row. Shape letters: B batch, H heads, T sequence length.
 
 Each mask beyond causal and padding also comes as a FlexAttention `mask_mod`: a
 function (b, h, q_idx, kv_idx) -> bool tensor answering the same question for

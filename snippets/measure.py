@@ -1,8 +1,7 @@
 """Instruments for what code costs on a CPU: time, peak tensor memory, page faults.
 
-Needs only torch and the standard library. Written for Linux; elsewhere the
-timing runs without measuring how busy the machine is, and page faults are
-counted where the resource module exists.
+Written for Linux; elsewhere the timing runs without measuring how busy the
+machine is, and page faults are counted where the resource module exists.
 """
 
 # --8<-- [start:imports]

@@ -1,7 +1,5 @@
 """Multi-head latent attention as DeepSeek-V2 and V3 run it: with RoPE.
 
-Needs torch, snippets/cache.py, snippets/checks.py, snippets/kv_heads.py,
-snippets/positions.py (through rope_scaling) and snippets/layer_schedule.py.
 snippets/kv_heads.py has the simple MLA, without RoPE, which is this one with
 its extra parts off and a bias on its output projection (from_kv_heads; ALiBi,
 which this layer does not add, aside); this is the full one (DeepSeek-V2,
@@ -30,7 +28,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from snippets.cache import LayerCache, check_cache
+from snippets.cache import LayerCache, no_rolling
 from snippets.checks import check_positive_int
 from snippets.kv_heads import MultiHeadLatentAttention
 from snippets.layer_schedule import visible
@@ -42,7 +40,7 @@ __all__ = ["MLASpec", "LatentAttention", "mla_parameters", "from_kv_heads"]
 
 
 # Why a rolling cache does not fit: the rope keys turn once, when new.
-WHY = "it caches rope keys turned at their own positions; use its new_cache()"
+WHY = "it caches rope keys turned at their own positions"
 
 
 # --8<-- [start:spec]
@@ -198,11 +196,9 @@ class LatentAttention(nn.Module):
         q = torch.cat([q_latent, q_rope], dim=-1)  # (B, H, Tn, R + Dr)
         k = torch.cat([c, k_rope], dim=-1).unsqueeze(1)  # (B, 1, Ta, R + Dr)
         scores = (q @ k.transpose(-2, -1)) * self.scale  # (B, H, Tn, Ta)
-        if mask is None:
-            Ta = c.size(1)
-            mask = torch.ones(Tn, Ta, dtype=torch.bool, device=c.device).tril(
-                Ta - Tn
-            )
+        if mask is None:  # causal: the queries are the last Tn of Ta positions
+            k_pos = torch.arange(c.size(1), device=c.device)
+            mask = visible(k_pos[-Tn:], k_pos)  # (Tn, Ta)
         w = scores.masked_fill(~mask, float("-inf")).softmax(dim=-1)
         y_latent = w @ c.unsqueeze(1)  # (B, H, Tn, R)
         y = y_latent @ w_v.transpose(1, 2)  # (B, H, Tn, R) x (H, R, Dv)
@@ -222,17 +218,17 @@ class LatentAttention(nn.Module):
         q_nope, q_rope = self.queries(x, offset)
         c, k_rope = self.latents(x, offset)
         if cache is not None:
-            check_cache(cache, ("full",), "LatentAttention", WHY)
-            (c, k_rope), k_pos = cache.add(c, k_rope)
+            (c, k_rope), k_pos = cache.update(c, k_rope)
             q_pos = torch.arange(offset, offset + x.size(1), device=x.device)
             mask = visible(q_pos, k_pos)
         return self.attend_absorbed(
             q_nope, q_rope, c, k_rope, mask, weights=return_weights
         )
 
-    def new_cache(self) -> LayerCache:
-        """An empty cache: latents and rope keys of every position."""
-        return LayerCache("full")
+    def new_cache(self, batch_size, max_length, *, window=None, sinks=0):
+        """An empty cache of max_length rows: latents and rope keys."""
+        no_rolling(self, window, WHY)
+        return LayerCache("full", max_length=max_length)
 
 
 @torch.no_grad()

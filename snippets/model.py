@@ -1,11 +1,7 @@
 """A decoder-only Transformer (GPT) around the attention of snippets/attention.py.
 
-Needs torch and, from this folder, the layers a block can hold (attention.py,
-positional_attention.py, kv_heads.py, taming.py, linear_layers.py, and per
-layer from a spec, blocks.py), cache.py, positions.py and objectives.py (the
-loss). Shape letters:
-B batch, T sequence length, C channels (n_embed), H heads, V vocabulary size,
-L layers.
+Shape letters: B batch, T sequence length, C channels (n_embed), H heads, V
+vocabulary size, L layers.
 """
 
 # --8<-- [start:imports]
@@ -16,7 +12,7 @@ import torch.nn as nn
 
 from snippets.attention import CausalSelfAttention
 from snippets.blocks import BlockSpec, check_layers, make_layer, recount
-from snippets.cache import ModelCache, check_fits
+from snippets.cache import ModelCache
 from snippets.checks import check_positive_int
 from snippets.kv_heads import (
     GroupedQueryAttention,
@@ -36,7 +32,7 @@ from snippets.taming import TamedAttention, check_tamed, taming_parameters
 
 # --8<-- [end:imports]
 
-__all__ = ["GPTConfig", "MLP", "Block", "GPT", "parameter_count"]
+__all__ = ["GPTConfig", "MLP", "Block", "GPT", "parameter_count", "check_ids"]
 
 
 # --8<-- [start:config]
@@ -236,6 +232,18 @@ class Block(nn.Module):
 
 
 # --8<-- [start:gpt]
+def check_ids(idx: torch.Tensor, vocab_size: int) -> None:
+    """Every id of idx (B, T) in [0, vocab_size), else a ValueError naming the
+    first one outside. It reads the ids: on an accelerator, a wait for it."""
+    bad = (idx < 0) | (idx >= vocab_size)  # (B, T)
+    if bad.any():
+        b, t = bad.nonzero()[0].tolist()
+        raise ValueError(
+            f"token id {idx[b, t].item()} at (b={b}, t={t}) is out of range for "
+            f"vocab_size={vocab_size}: ids run from 0 to {vocab_size - 1}"
+        )
+
+
 class GPT(nn.Module):
     """Token ids (B, T) -> next-token logits (B, T, V), and a loss given targets.
 
@@ -341,12 +349,10 @@ class GPT(nn.Module):
     # --8<-- [end:embed]
 
     def _check_idx(self, idx: torch.Tensor) -> None:
-        """idx must be (B, T) integer ids in [0, V), with T <= context_length.
-
-        Checked here, where both limits are known: inside nn.Embedding a bad id is
-        an IndexError that names neither the id nor vocab_size.
-        """
-        V, context_length = self.config.vocab_size, self.config.context_length
+        """idx must be (B, T) integer ids in [0, V), T within the positions the
+        model has. Checked here, where the limits are known: inside nn.Embedding
+        a bad id is an IndexError that names neither the id nor vocab_size."""
+        c = self.config
         if not isinstance(idx, torch.Tensor):
             raise TypeError(f"idx must be a tensor of token ids, got {type(idx)}")
         if idx.dtype.is_floating_point or idx.dtype == torch.bool:
@@ -355,29 +361,22 @@ class GPT(nn.Module):
             )
         if idx.dim() != 2:
             raise ValueError(f"idx must have shape (B, T), got {tuple(idx.shape)}")
-        T = idx.size(1)
-        max_length = self.config.max_length
-        if max_length is not None and T > max_length:
-            raise ValueError(f"T={T} exceeds max_length={max_length}")
-        if self.config.position != "learned" and T > self.config.longest:
+        T, rows = idx.size(1), c.context_length
+        if c.max_length is not None and T > c.max_length:
+            raise ValueError(f"T={T} exceeds max_length={c.max_length}")
+        if c.position == "learned" and T > rows:
             raise ValueError(
-                f"T={T} exceeds context_length={context_length}, the training "
-                f"length; position={self.config.position!r} has no table: "
-                f"GPTConfig(max_length=...) accepts longer sequences"
+                f"T={T} exceeds context_length={rows}: the position table has "
+                f"only {rows} rows (crop idx to its last {rows} tokens)"
             )
-        if self.config.position == "learned" and T > context_length:
+        if T > c.longest:
             raise ValueError(
-                f"T={T} exceeds context_length={context_length}: the position "
-                f"table has only {context_length} rows (crop idx to its last "
-                f"{context_length} tokens)"
+                f"T={T} exceeds context_length={rows}, the training length; "
+                f"position={c.position!r} has no table: GPTConfig(max_length=...) "
+                f"accepts longer sequences"
             )
-        bad = (idx < 0) | (idx >= V)  # (B, T)
-        if bad.any():
-            b, t = bad.nonzero()[0].tolist()
-            raise ValueError(
-                f"token id {idx[b, t].item()} at (b={b}, t={t}) is out of range "
-                f"for vocab_size={V}: ids run from 0 to {V - 1}"
-            )
+        if idx.device.type == "cpu":  # elsewhere, reading the ids waits for the
+            check_ids(idx, c.vocab_size)  # device: generate checks them, once
 
     @classmethod
     def from_per_head(cls, model: "GPT") -> "GPT":
@@ -404,6 +403,27 @@ class GPT(nn.Module):
 
 
 # --8<-- [end:gpt]
+
+
+def check_fits(cache, config: GPTConfig, T: int) -> None:
+    """A GPT's cache and its T new positions must fit its config: one cache
+    per layer, and the positions within the table's rows (learned), or within
+    max_length where attention covers them (a rolling cache's never pass its
+    window)."""
+    if len(getattr(cache, "layers", ())) != config.n_layer:
+        raise ValueError(
+            f"cache must be a ModelCache with one cache per layer "
+            f"(n_layer={config.n_layer}), got {type(cache).__name__}"
+        )
+    limit = config.longest  # learned: context_length, the table's rows
+    name = "max_length" if config.max_length else "context_length"
+    # Positions in the embeddings count from the stream's start; RoPE's and
+    # ALiBi's only across what attention covers.
+    absolute = config.position in ("learned", "sinusoidal")
+    if (cache.seen + T if absolute else cache.span(T)) > limit:
+        raise ValueError(
+            f"{cache.seen} cached + {T} new positions exceed {name}={limit}"
+        )
 
 
 # --8<-- [start:parameter_count]

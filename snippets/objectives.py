@@ -1,6 +1,6 @@
 """The next-token objective: cross-entropy over all B*T positions, and its units.
 
-Needs only torch. Shape letters: B batch, T sequence length, V vocabulary size.
+Shape letters: B batch, T sequence length, V vocabulary size.
 """
 
 # --8<-- [start:imports]
@@ -71,8 +71,8 @@ def lm_loss(
         A scalar tensor, in nats per token.
 
     Raises:
-        ValueError: logits are not (B, T, V), targets not (B, T), a target is out
-            of range, or every target is ignored.
+        ValueError: logits are not (B, T, V), targets not (B, T), or, on the
+            CPU, a target is out of range or every target is ignored.
         TypeError: targets are not an integer tensor.
     """
     if not isinstance(logits, torch.Tensor) or logits.dim() != 3:
@@ -87,17 +87,19 @@ def lm_loss(
             f"targets shape {tuple(targets.shape)} must equal the logits' (B, T) "
             f"= {(B, T)}: one target per position"
         )
-    keep = targets != ignore_index  # (B, T)
-    bad = keep & ((targets < 0) | (targets >= V))  # (B, T)
-    if bad.any():
-        b, t = bad.nonzero()[0].tolist()
-        raise ValueError(
-            f"target {targets[b, t].item()} at (b={b}, t={t}) is neither a token "
-            f"id for vocab_size={V} nor ignore_index={ignore_index}"
-        )
-    if not keep.any():
-        # A mean over zero positions is 0/0: torch would return nan without a word.
-        raise ValueError(f"every target is ignore_index ({ignore_index})")
+    # The values are read on the CPU only: on an accelerator, reading them would
+    # make every training step wait for the device.
+    if targets.device.type == "cpu":
+        keep = targets != ignore_index  # (B, T)
+        bad = keep & ((targets < 0) | (targets >= V))  # (B, T)
+        if bad.any():
+            b, t = bad.nonzero()[0].tolist()
+            raise ValueError(
+                f"target {targets[b, t].item()} at (b={b}, t={t}) is neither a "
+                f"token id for vocab_size={V} nor ignore_index={ignore_index}"
+            )
+        if not keep.any():  # a mean over no position: torch's nan, without a word
+            raise ValueError(f"every target is ignore_index ({ignore_index})")
     # cross_entropy takes (N, V) scores and (N,) targets: each of the B*T positions
     # is one classification example, and the loss is the mean over them.
     return F.cross_entropy(

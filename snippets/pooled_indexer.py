@@ -1,15 +1,15 @@
 """GLM-5-Next's indexer: DSA's, scoring pools of keys instead of single keys.
 
-Needs torch and snippets/sparse_mla.py, whose DSAIndexer it extends (and whose
-SparseLatentAttention it plugs into, as layer.indexer). The indexer's keys are
-cut into consecutive pools of P positions (0 .. P - 1, P .. 2P - 1, ...); each
-complete pool is one entry: the average of its P keys, channel by channel,
-with weights softmax over the pool of (a gate score of each position, from x,
-plus a learned score of each place in the pool). Each query scores the pools
-it sees whole (their last position at or before its own), keeps its
-top_k / P best, and attends to all their positions, plus (tail=True) the
-positions of its own pool not yet complete. Scoring costs Ta / P entries, not
-Ta; the keys kept per position are the key and its gate score.
+It extends sparse_mla.py's DSAIndexer, and plugs into its SparseLatentAttention
+as layer.indexer. The indexer's keys are cut into consecutive pools of P
+positions (0 .. P - 1, P .. 2P - 1, ...); each complete pool is one entry: the
+average of its P keys, channel by channel, with weights softmax over the pool of
+(a gate score of each position, from x, plus a learned score of each place in
+the pool). Each query scores the pools it sees whole (their last position at or
+before its own), keeps its top_k / P best, and attends to all their positions,
+plus (tail=True) the positions of its own pool not yet complete. Scoring costs
+Ta / P entries, not Ta; the keys kept per position are the key and its gate
+score.
 
 Shape letters: B batch, Tn new positions, Ta attended, E the indexer's head
 size, P the pool size, Np the complete pools.

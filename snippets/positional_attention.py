@@ -2,9 +2,8 @@
 
 The attention page's Head and MultiHeadAttention know no positions; these
 subclasses add what the positions page explains, and let a scheme without a
-table run longer than context_length (max_length). Needs torch and
-snippets/attention.py, checks.py, masks.py and positions.py. Shape letters:
-B batch, T sequence length, C channels (n_embed), H heads, D head size (C // H).
+table run longer than context_length (max_length). Shape letters: B batch, T
+sequence length, C channels (n_embed), H heads, D head size (C // H).
 """
 
 # --8<-- [start:imports]
@@ -123,5 +122,10 @@ class PositionalMultiHeadAttention(MultiHeadAttention):
             max_length=self.max_length,
         )
 
+    # --8<-- [end:multihead]
 
-# --8<-- [end:multihead]
+    def new_cache(self, batch_size, max_length, *, window=None, sinks=0):
+        raise TypeError(
+            "the per-head layer keeps no keys: a cache needs the batched layer; "
+            "convert the model with GPT.from_per_head(model)"
+        )

@@ -1,8 +1,8 @@
 """How a Transformer learns token order: sinusoids, rotations (RoPE), linear biases.
 
-Needs torch and snippets/checks.py. Shape letters: T sequence length,
-C channels (n_embed), H heads, D head size. The learned table of GPT-2 is an
-nn.Embedding in snippets/model.py; "none" needs no code at all.
+Shape letters: T sequence length, C channels (n_embed), H heads, D head size.
+The learned table of GPT-2 is an nn.Embedding in snippets/model.py; "none" needs
+no code at all.
 """
 
 # --8<-- [start:imports]

@@ -1,9 +1,9 @@
 """RoPE for today's models: scaled frequencies, partial rotation, a base per layer.
 
-Needs torch and snippets/positions.py. A model trained on sequences of length L
-has seen every angle t * theta_i for t < L; a longer context shows it angles it
-never saw. The context extensions change the frequencies theta_i so that the
-positions up to the new length turn the pairs no further than training did:
+A model trained on sequences of length L has seen every angle t * theta_i for t
+< L; a longer context shows it angles it never saw. The context extensions
+change the frequencies theta_i so that the positions up to the new length turn
+the pairs no further than training did:
 
 - linear (position interpolation, Chen et al. 2023): every theta_i / factor;
 - dynamic NTK (bloc97, emozilla 2023): a larger base, growing with the length;

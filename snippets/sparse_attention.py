@@ -10,9 +10,8 @@ Two ways to pick, both as a boolean mask over keys (True: attend), both causal:
   scores each earlier block by its dot product with the block's mean key and
   keeps its top_k blocks, its own block always among them.
 
-Needs torch and snippets/checks.py. Shape letters: B batch, T sequence length,
-C channels, H heads, D head size, I indexer heads, E the indexer's head size,
-n blocks.
+Shape letters: B batch, T sequence length, C channels, H heads, D head size, I
+indexer heads, E the indexer's head size, n blocks.
 """
 
 # --8<-- [start:imports]

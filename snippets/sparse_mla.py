@@ -1,9 +1,6 @@
 """MLA as DeepSeek-V3.2, GLM-5 and Mistral 4 ship it: an indexer, a temperature.
 
-Needs torch and the guide's pieces: snippets/mla.py (the layer), snippets/
-sparse_attention.py (the indexer's score core), snippets/rope_scaling.py,
-snippets/layer_schedule.py and snippets/cache.py. Two variants of
-LatentAttention, each a small piece composed into it:
+Two variants of LatentAttention, each a small piece composed into it:
 
 - DeepSeek Sparse Attention as shipped (DeepSeek-AI 2025, DeepSeek-V3.2): the
   lightning indexer of sparse_attention.py with three more parts. Its queries
@@ -26,10 +23,9 @@ import dataclasses
 import torch
 import torch.nn as nn
 
-from snippets.cache import check_cache
 from snippets.checks import check_positive_int
 from snippets.layer_schedule import visible
-from snippets.mla import WHY, LatentAttention, MLASpec, mla_parameters
+from snippets.mla import LatentAttention, MLASpec, mla_parameters
 from snippets.rope_scaling import RopeSpec, rotate
 from snippets.sparse_attention import index_scores
 
@@ -208,8 +204,7 @@ class SparseLatentAttention(LatentAttention):
         q_pos = torch.arange(offset, offset + x.size(1), device=x.device)
         k_pos = q_pos
         if cache is not None:
-            check_cache(cache, ("full",), type(self).__name__, WHY)
-            new, k_pos = cache.add(*new)
+            new, k_pos = cache.update(*new)
         allowed = visible(q_pos, k_pos)  # (Tn, Ta)
         if self.indexer is None:
             if self.choice is None:

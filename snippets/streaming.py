@@ -3,22 +3,20 @@
 A model trained on T tokens meets a stream of any length. Three ways to read it
 with a window of W tokens: recompute the last W tokens for each new token; keep
 a rolling KV cache of the last W tokens; or keep the first `sinks` tokens in the
-cache for good as well (StreamingLLM, Xiao et al. 2023). Needs torch and, from
-this folder, model.py (the GPT) and cache.py (the rolling cache of a layer).
-Shape letters: B batch, T sequence length, C channels, H heads, D head size,
-L layers, V vocabulary.
+cache for good as well (StreamingLLM, Xiao et al. 2023). Shape letters: B batch,
+T sequence length, C channels, H heads, D head size, L layers, V vocabulary.
 """
 
 # --8<-- [start:imports]
 import torch
 
-from snippets.cache import ModelCache, RollingCache, check_window
+from snippets.cache import ModelCache
+from snippets.checks import check_positive_int
 from snippets.model import GPT
 
 # --8<-- [end:imports]
 
 __all__ = [
-    "RollingKVCache",
     "stream_step",
     "stream_logits",
     "recompute_logits",
@@ -37,34 +35,9 @@ def _check_rope(model: GPT) -> None:
         )
 
 
-# --8<-- [start:cache]
-class RollingKVCache(ModelCache):
-    """Keys and values of at most `window` tokens for every layer.
-
-    When full, the oldest token is dropped, except the first `sinks` tokens of
-    the stream, which stay for good. Keys are stored *before* RoPE's rotation:
-    each step rotates them to their place in the cache, 0 .. n - 1, so the
-    distances the model sees never exceed window - 1 (StreamingLLM's rule).
-    One RollingCache (snippets/cache.py) per layer.
-
-    Args:
-        n_layer: L. window: W, the most tokens held, the newest included.
-        sinks: how many of the stream's first tokens are never dropped, < W.
-    """
-
-    def __init__(self, n_layer: int, window: int, sinks: int = 0):
-        super().__init__(RollingCache(window, sinks) for _ in range(n_layer))
-        self.window, self.sinks = window, sinks
-
-
-# --8<-- [end:cache]
-
-
 # --8<-- [start:step]
 @torch.no_grad()
-def stream_step(
-    model: GPT, token: torch.Tensor, cache: RollingKVCache
-) -> torch.Tensor:
+def stream_step(model: GPT, token: torch.Tensor, cache: ModelCache) -> torch.Tensor:
     """Read one token of each stream: token (B, 1) -> next-token logits (B, V).
 
     GPT.forward for one position, each layer attending to its rolling cache.
@@ -75,12 +48,12 @@ def stream_step(
 
 
 def stream_logits(model: GPT, idx: torch.Tensor, window: int, sinks: int = 0):
-    """Read idx (B, T) token by token through a RollingKVCache: logits (B, T, V).
+    """Read idx (B, T) token by token through a rolling cache: logits (B, T, V).
 
     Row t predicts token t + 1 from at most `window` tokens: the first `sinks`
     of the stream and the most recent ones, token t included.
     """
-    cache = RollingKVCache(len(model.blocks), window, sinks)
+    cache = ModelCache.for_model(model, idx.size(0), window=window, sinks=sinks)
     T = idx.size(1)
     steps = [stream_step(model, idx[:, t : t + 1], cache) for t in range(T)]
     return torch.stack(steps, dim=1)  # T x (B, V) -> (B, T, V)
@@ -98,7 +71,7 @@ def recompute_logits(model: GPT, idx: torch.Tensor, window: int, chunk: int = 25
     sees nothing before it. Costs a whole forward pass per token; the windows
     are batched `chunk` at a time.
     """
-    check_window(window)
+    check_positive_int("window", window)
     B, T = idx.shape
     rows = []
     for t in range(min(window, T)):  # the first windows: the stream's start

@@ -4,9 +4,8 @@ Four small pieces that today's open models put around softmax attention, each a
 function on the tensors attention already has: queries and keys (B, H, T, D),
 scores (B, H, T, T_k), the heads' outputs (B, T, C). TamedAttention composes
 them into a layer the guide's GPT can train with (GPTConfig's qk_norm, soft_cap,
-sinks and gate). Needs torch, snippets/attention.py and checks.py. Shape letters:
-B batch, T sequence length (T_k keys), C channels (n_embed), H heads, D head size
-(C // H).
+sinks and gate). Shape letters: B batch, T sequence length (T_k keys), C
+channels (n_embed), H heads, D head size (C // H).
 """
 
 # --8<-- [start:imports]
@@ -16,9 +15,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from snippets.attention import alibi_mask, causal_mask
-from snippets.cache import read
+from snippets.attention import alibi_mask
+from snippets.cache import kv_cache, read
 from snippets.checks import check_config, check_input, check_shape
+from snippets.layer_schedule import visible
 from snippets.positions import check_position
 
 # --8<-- [end:imports]
@@ -171,7 +171,9 @@ def _check_sinks(sinks: torch.Tensor, n_head: int) -> None:
             f"sinks {shape!r} must be a tensor of shape ({n_head},): one logit "
             f"per head"
         )
-    if not bool((sinks < math.inf).all()):  # False for +inf and for NaN
+    # The values are read on the CPU only (elsewhere, a wait for the device);
+    # all() is False for +inf and for NaN.
+    if sinks.device.type == "cpu" and not bool((sinks < math.inf).all()):
         raise ValueError(
             f"sinks ({sinks.tolist()}) must be below +inf and not NaN: a sink of "
             f"+inf takes all of a row's weight, and softmax returns NaN"
@@ -347,14 +349,14 @@ class TamedAttention(nn.Module):
             q, k = self.norm(q, k)  # before RoPE, as Qwen3 and OLMo 2
         return q, k, v
 
-    def attend(self, q, k, v, x, *, return_weights=False):
-        """Rotated q (B, H, T, D), k and v (B, H, T_k, D), the input x (B, T, C);
-        the queries are the last T of the T_k positions (T_k > T after a cache).
-        -> (B, T, C), and weights (B, H, T, T_k).
+    def attend(self, q, k, v, k_pos, x, *, return_weights=False):
+        """Rotated q (B, H, T, D), k and v (B, H, T_k, D) at positions k_pos
+        (T_k,), the input x (B, T, C); the queries are the last T of the T_k
+        positions (T_k > T after a cache). -> (B, T, C), and weights (B, H, T, T_k).
         """
         B, H, T, D = q.shape
         T_k = k.size(-2)
-        mask = causal_mask(T_k)[-T:].to(q.device)  # (T, T_k) bool: last rows
+        mask = visible(k_pos[-T:], k_pos)  # (T, T_k) bool: the last rows
         if self.position == "alibi":  # a float bias holding the causal mask
             mask = alibi_mask(H, T, T_k).to(device=q.device, dtype=q.dtype)
         weights = None
@@ -387,8 +389,13 @@ class TamedAttention(nn.Module):
         """x (B, T, C) -> (B, T, C); with return_weights, also (B, H, T, T_all).
         A cache (snippets/cache.py) adds the positions it has seen."""
         check_input(x, self.n_embed, self.context_length, self.max_length)
-        q, k, v = read(cache, *self.project(x), self.position)  # RoPE; + the cache
-        return self.attend(q, k, v, x, return_weights=return_weights)
+        q, k, v, k_pos = read(cache, *self.project(x), self.position)  # + cache
+        return self.attend(q, k, v, k_pos, x, return_weights=return_weights)
+
+    def new_cache(self, batch_size, max_length, *, window=None, sinks=0):
+        """An empty cache of its keys and values (snippets/cache.py): max_length
+        rows, or a rolling window with sinks."""
+        return kv_cache(max_length, window, sinks)
 
 
 # --8<-- [end:layer]

@@ -1,7 +1,7 @@
 """Tasks that need attention, generated in code, each with its known floor.
 
-Needs torch only. Shape letters: B batch, L the length of a row of tokens, T
-sequence length, V vocabulary.
+Shape letters: B batch, L the length of a row of tokens, T sequence length, V
+vocabulary.
 
 On the guide's Markov language the next token depends only on the current one, so
 attention can be ignored. On these tasks it cannot: the answer is somewhere

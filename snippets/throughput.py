@@ -1,8 +1,7 @@
 """The throughput ladder: from the readable model to the fast path, one change at
 a time, each a function doing one training step.
 
-Needs torch and snippets/model.py, data.py and train.py; `python -m lab.train
---bench-throughput` times the rungs against each other.
+`python -m lab.train --bench-throughput` times the rungs against each other.
 """
 
 # --8<-- [start:imports]

@@ -1,7 +1,7 @@
 """Text to token ids and back: a character tokenizer and a small byte-level BPE.
 
-Needs torch (to accept tensors of ids) and the standard library. Both tokenizers
-offer encode(text) -> list of ids, decode(ids) -> text, and vocab_size.
+Both tokenizers offer encode(text) -> list of ids, decode(ids) -> text, and
+vocab_size.
 """
 
 # --8<-- [start:imports]

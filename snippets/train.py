@@ -2,9 +2,7 @@
 the one loop the experiments train with, runs that resume exactly, and the same
 loop on several processes.
 
-Needs torch, snippets/model.py, snippets/train_data.py (the corpus and the
-batches) and snippets/checkpoint.py (the atomic save, the resume check). The
-command line (a progress bar, the loss plot, the throughput benchmark) is
+The command line (a progress bar, the loss plot, the throughput benchmark) is
 lab/train.py: `python -m lab.train --help`. Shape letters: B batch, T sequence
 length.
 """

@@ -1,7 +1,6 @@
 """What a training run reads: its corpus as token ids, and each step's batches.
 
-Needs torch, and snippets/corpus.py, data.py and tokenizer.py; snippets/train.py
-trains on it. Shape letters: B batch, T sequence length.
+snippets/train.py trains on it. Shape letters: B batch, T sequence length.
 """
 
 # TrainConfig (snippets/train.py, which imports this module) is named in an

@@ -167,7 +167,7 @@ def test_v4_layers_are_its_three_kinds_and_cache_window_plus_entries():
     assert T > 2 * config.sliding_window and T % 6 == 0
     with torch.no_grad():
         for layer, s in zip(layers, seen, strict=True):
-            cache = layer.new_cache()
+            cache = layer.new_cache(s["x"].size(0), T)
             for t in range(T):
                 layer(s["x"][:, t : t + 1], cache=cache)
             entries = T // layer.spec.ratio if layer.spec.ratio else 0

@@ -12,7 +12,7 @@ import torch
 from lab import kv_heads_recall as experiment
 from lab.recipes.kv_heads_models import VARIANTS, build, run_of
 from lab.recipes.mqar import MqarRun, repeated_keys
-from snippets.generate import KVCache
+from snippets.cache import ModelCache
 from snippets.tasks import mqar
 
 
@@ -53,7 +53,7 @@ def test_mla_normalises_its_latent_and_its_cache_keeps_the_normalised_one():
     assert torch.allclose(c.pow(2).mean(-1), torch.ones(2, 5), atol=1e-4)
     tokens = torch.randint(0, 96, (2, 32), generator=torch.Generator().manual_seed(1))
     whole, _ = model(tokens)
-    cached, _ = model(tokens, cache=KVCache(model, 2))
+    cached, _ = model(tokens, cache=ModelCache.for_model(model, 2))
     torch.testing.assert_close(cached, whole, atol=1e-5, rtol=1e-5)
     mqa = build(run_of("MQA")).blocks[0].attn  # the other variants as the guide has them
     assert not any(isinstance(m, torch.nn.RMSNorm) for m in mqa.modules())

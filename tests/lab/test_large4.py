@@ -107,13 +107,13 @@ def _indexer_rope_half_split(layers, monkeypatch):  # pairs (i, i + R/2), not (2
 
 
 def _reader_turns_again(layers, monkeypatch):  # a reading layer turns the keys it borrows
-    read, turn = lt.SharedLatents.read, layers[0].turn
+    update, turn = lt.SharedLatents.update, layers[0].turn
 
-    def read_and_turn(self, T_new):
-        c, k_rope, k_pos = read(self, T_new)
-        return c, (turn(k_rope) if k_rope.size(-1) else k_rope), k_pos
+    def update_and_turn(self, *new):
+        (c, k_rope, *own), k_pos = update(self, *new)
+        return (c, turn(k_rope) if k_rope.size(-1) else k_rope, *own), k_pos
 
-    monkeypatch.setattr(lt.SharedLatents, "read", read_and_turn)
+    monkeypatch.setattr(lt.SharedLatents, "update", update_and_turn)
 
 
 def _nope_layers_with_rope(layers, monkeypatch):  # NoPE layers' indexers turned as RoPE's

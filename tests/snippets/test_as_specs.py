@@ -7,7 +7,6 @@ import torch
 from torch.testing import assert_close
 
 from snippets.as_specs import as_spec_layer, as_specs
-from snippets.cache import LayerCache
 from snippets.configurable import ConfigurableAttention
 from snippets.kv_heads import GroupedQueryAttention
 from snippets.model import GPT, GPTConfig
@@ -44,7 +43,7 @@ def test_a_teaching_layer_and_its_spec_layer_are_one_function(layer):
         spec(X, return_weights=True), teaching(X, return_weights=True), strict=True
     ):
         assert_close(ours, its, rtol=1e-12, atol=1e-12)  # the output, then the weights
-    mine, theirs = spec.new_cache(), LayerCache()
+    mine, theirs = spec.new_cache(2, 9), teaching.new_cache(2, 9)
     for a, b in ((0, 4), (4, 5), (5, 9)):
         assert_close(spec(X[:, a:b], mine), teaching(X[:, a:b], theirs), rtol=1e-12, atol=1e-12)
 

@@ -24,9 +24,10 @@ from snippets.blocks import (
     make_layer,
     no_norm,
 )
+from snippets.cache import ModelCache
 from snippets.char_gpt import gpt_attention
 from snippets.configurable import AttentionSpec, ConfigurableAttention
-from snippets.generate import KVCache, generate
+from snippets.generate import generate
 from snippets.mla import MLASpec
 from snippets.model import GPT, Block, GPTConfig, parameter_count
 from snippets.rope_scaling import RopeSpec
@@ -186,7 +187,7 @@ def test_cached_pieces_and_generation_equal_recomputation(block):
     model, idx = model_of(BLOCKS[block]), ids(20)
     with torch.no_grad():
         full = model(idx)[0]
-        cache = KVCache(model, 2)
+        cache = ModelCache.for_model(model, 2)
         pieces = [
             model(idx[:, a:b], cache=cache)[0] for a, b in ((0, 7), (7, 8), (8, 15), (15, 20))
         ]

@@ -11,8 +11,8 @@ import pytest
 import torch
 from torch.testing import assert_close
 
-from snippets.cache import LinearState
-from snippets.generate import KVCache, generate
+from snippets.cache import LinearState, ModelCache
+from snippets.generate import generate
 from snippets.model import GPT, GPTConfig
 
 HYBRID = ("linear", "linear", "softmax", "linear")
@@ -39,7 +39,7 @@ def ids(B: int, T: int, seed: int = 1) -> torch.Tensor:
 def test_cached_hybrid_logits_equal_a_full_forward_pass(chunk_size):
     model = hybrid(chunk_size=chunk_size)
     idx = ids(2, 20)
-    cache = KVCache(model, batch_size=2)
+    cache = ModelCache.for_model(model, batch_size=2)
     linear = [i for i, c in enumerate(cache.layers) if isinstance(c, LinearState)]
     assert linear == [0, 1, 3]
     cuts = ((0, 7), (7, 8), (8, 9), (9, 15), (15, 20))  # prompt, 1, 1, chunks
@@ -59,26 +59,33 @@ def test_greedy_hybrid_with_the_cache_is_the_recomputed_output(new):
 
 def test_the_linear_state_does_not_grow():
     model = hybrid()
-    cache = KVCache(model, batch_size=1)
+    cache = ModelCache.for_model(model, batch_size=1)
     state = cache.layers[0]
-    before = [t.shape for t in state.tensors()]
     model(ids(1, 3), cache=cache)
+    before = [t.shape for t in state.tensors()]
     model(ids(1, 1), cache=cache)
     assert [t.shape for t in state.tensors()] == before
     assert before == [(1, 2, 8, 8), (1, 3, 32)]  # S (B, H, K, V); 3 earlier inputs (B, 3, C)
     assert isinstance(state, LinearState) and state.S.abs().sum() > 0
 
 
-@pytest.mark.parametrize("index", [0, 1, 3])  # every linear block's own new_cache()
-def test_a_linear_layers_new_cache_begins_with_its_first_batch(index):
+@pytest.mark.parametrize("index", [0, 1, 3])  # every linear block's own new_cache
+def test_a_linear_layers_state_is_read_and_written_through_update(index):
+    """One verb: update hands the layer its state so far and the rows its convolution
+    reads; the layer writes the state past the new positions back into it."""
     model = hybrid()
     layer = model.blocks[index].attn
     x = torch.randn(2, 5, 32, dtype=torch.double)
-    cache = layer.new_cache()
+    cache = layer.new_cache(2, 24)
     assert isinstance(cache, LinearState) and cache.tensors() == []  # nothing read yet
     with torch.no_grad():
-        pieces = torch.cat([layer(x[:, :4], cache=cache), layer(x[:, 4:], cache=cache)], 1)
+        first = layer(x[:, :4], cache=cache)
+        S = cache.S.clone()
+        pieces = torch.cat([first, layer(x[:, 4:], cache=cache)], 1)
         assert_close(pieces, layer(x), rtol=1e-10, atol=1e-10)
+        assert not torch.equal(S, cache.S) and cache.seen == 5  # written past position 4
     assert [tuple(t.shape) for t in cache.tensors()] == [(2, 2, 8, 8), (2, 3, 32)]
     with pytest.raises(ValueError, match="x holds a batch of 3, the state one of 2"):
         layer(x[:1, :1].expand(3, 1, 32), cache=cache)
+    with pytest.raises(TypeError, match="GatedDeltaNet keeps no rolling cache"):
+        layer.new_cache(2, 24, window=4)

@@ -15,7 +15,6 @@ import pytest
 import torch
 from torch.testing import assert_close
 
-from snippets.cache import LayerCache, read
 from snippets.compressed_attention import (
     CompressedAttention,
     CompressedCache,
@@ -132,7 +131,7 @@ def test_csa_keeps_top_k_entries_and_sinks_take_weight():
 @pytest.mark.parametrize("steps", [[T], [1] * T, [6, 1, 4, 1, 5], [3, 3, 3, 3, 3, 2]])
 def test_the_cache_decodes_what_the_whole_sequence_gives(name, steps):
     attn, x = layer(name), x_of()
-    cache, outs, start = attn.new_cache(), [], 0
+    cache, outs, start = attn.new_cache(2, T), [], 0
     with torch.no_grad():
         whole = attn(x)
         for n in steps:
@@ -144,7 +143,7 @@ def test_the_cache_decodes_what_the_whole_sequence_gives(name, steps):
 @pytest.mark.parametrize("name", list(SPECS))
 def test_the_cache_grows_by_one_entry_per_ratio_tokens(name):
     attn, spec = layer(name), SPECS[name]
-    cache = attn.new_cache()
+    cache = attn.new_cache(2, 40)
     with torch.no_grad():
         for t in range(40):
             attn(x_of(T_len=40)[:, t : t + 1], cache=cache)
@@ -157,15 +156,12 @@ def test_the_cache_grows_by_one_entry_per_ratio_tokens(name):
     assert len(cache) == spec.window - 1 + (40 // spec.ratio if spec.ratio else 0)
 
 
-def test_caches_of_other_kinds_are_refused_both_ways():
+def test_a_cache_for_another_spec_or_a_rolling_one_is_refused():
     attn, x = layer("hca"), x_of()
-    with pytest.raises(TypeError, match="kind 'compressed'"):
-        attn(x, cache=LayerCache("full"))
-    q = torch.randn(1, 2, 3, 8)
-    with pytest.raises(TypeError, match="kind 'compressed'"):
-        read(CompressedCache(SPECS["hca"]), q, q, q, "rope")
     with pytest.raises(ValueError, match="another spec"):
-        attn(x, cache=CompressedCache(SPECS["csa"]))
+        attn(x, cache=CompressedCache(SPECS["csa"], T))
+    with pytest.raises(TypeError, match="CompressedAttention keeps no rolling cache"):
+        attn.new_cache(2, T, window=4)
 
 
 @pytest.mark.parametrize(

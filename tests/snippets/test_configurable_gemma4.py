@@ -94,7 +94,7 @@ def test_k_eq_v_caches_one_tensor_and_equals_recompute():
     layer, x = make(k_eq_v=True, v_norm=True, rope=PROPORTIONAL), inputs()
     for kind, size in (("full", None), ("window", 6)):
         layer.spec = dataclasses.replace(layer.spec, kind=kind, size=size)
-        cache = layer.new_cache()
+        cache = layer.new_cache(2, T)
         steps = [layer(x[:, :7], cache=cache)] + [
             layer(x[:, t : t + 1], cache=cache) for t in range(7, T)
         ]
@@ -126,8 +126,8 @@ def test_a_sharing_layer_attends_with_its_queries_over_the_source_s_keys_and_val
     source, reader = pair()
     assert not any(hasattr(reader, n) for n in ("k", "v", "k_norm"))
     x_source, x = inputs(1), inputs(2)
-    cache = source.new_cache()
-    shared = reader.new_cache(cache)
+    cache = source.new_cache(2, T)
+    shared = reader.new_cache(2, T, source=cache)
     source(x_source, cache=cache)
     y = reader(x, cache=shared)
     # By hand: the reader's queries, the source's keys and values, the causal mask.
@@ -147,8 +147,8 @@ def test_a_sharing_layer_s_cached_steps_equal_one_step(kind, size, k_eq_v):
     x_source, x = inputs(1), inputs(2)
     outputs = []
     for cuts in ([0, T], [0, 7, *range(8, T + 1)]):
-        cache = source.new_cache()
-        shared = reader.new_cache(cache)
+        cache = source.new_cache(2, T)
+        shared = reader.new_cache(2, T, source=cache)
         pieces = []
         for a, b in itertools.pairwise(cuts):
             source(x_source[:, a:b], cache=cache)
@@ -164,30 +164,34 @@ def test_a_sharing_layer_refuses_what_it_cannot_read():
     source, reader = pair()
     x = inputs()
     with pytest.raises(
-        ValueError, match=r"reads layer 3's keys and values: give it cache=SharedCache"
+        ValueError, match=r"reads layer 3's keys and values: give it the cache new_cache"
     ):
         reader(x)
-    with pytest.raises(TypeError, match=r"kind 'shared'.*got LayerCache"):
-        reader(x, cache=LayerCache())
-    cache = source.new_cache()
-    shared = reader.new_cache(cache)
+    cache = source.new_cache(2, T)
+    shared = reader.new_cache(2, T, source=cache)
     with pytest.raises(ValueError, match=r"source layer has read no new positions"):
         reader(x, cache=shared)  # the source has not run
     source(x, cache=cache)
-    with pytest.raises(ValueError, match=r"the source layer read 20 new positions, this layer 5"):
-        reader(x[:, :5], cache=shared)
     reader(x, cache=shared)
     with pytest.raises(ValueError, match=r"source layer has read no new positions"):
         reader(x, cache=shared)  # twice on one step of the source
     window = make(kind="window", size=4, kv_source=3)
     with pytest.raises(ValueError, match=r"a window layer \(size 4\) cannot read a full layer"):
-        window(x, cache=SharedCache(source.new_cache()))
+        window.new_cache(2, T, source=source.new_cache(2, T))
     with pytest.raises(ValueError, match=r"source \(NoneType\) is for a layer with a kv_source"):
-        reader.new_cache()
+        reader.new_cache(2, T)
     with pytest.raises(ValueError, match=r"source \(LayerCache\) is for a layer with a kv_source"):
-        source.new_cache(LayerCache())
-    with pytest.raises(TypeError, match=r"SharedCache takes a cache of kind"):
-        SharedCache(shared)
+        source.new_cache(2, T, source=LayerCache())
+    with pytest.raises(TypeError, match=r"ConfigurableAttention keeps no rolling cache"):
+        source.new_cache(2, T, window=4)
+
+
+def test_a_model_cache_gives_a_sharing_layer_its_source_s_cache():
+    source, reader = pair()
+    others = [make(seed) for seed in (1, 2, 3)]
+    cache = ModelCache.for_layers([*others, source, reader], 2, T)  # reader: kv_source=3
+    assert type(cache.layers[4]) is SharedCache and cache.layers[4].source is cache.layers[3]
+    assert [type(c) for c in cache.layers[:4]] == [LayerCache] * 4
 
 
 @pytest.mark.parametrize(

@@ -36,8 +36,8 @@ def merge_heads(y):  # and as it puts the heads' outputs back side by side
 def kv_cache_step(cached_k, cached_v, q, k, v):  # the guide's cache and read()
     cache = LayerCache("full")
     if cached_k.size(-2):
-        cache.add(cached_k, cached_v)
-    q, k_all, v_all = read(cache, q, k, v, "learned")
+        cache.update(cached_k, cached_v)
+    q, k_all, v_all, _ = read(cache, q, k, v, "learned")
     mask = causal_mask(k_all.size(-2))[-q.size(-2) :]  # the new queries: the last rows
     return scaled_dot_product_attention(q, k_all, v_all, mask)[0], k_all, v_all
 

@@ -11,8 +11,8 @@ import pytest
 import torch
 from torch.testing import assert_close
 
+from snippets.cache import ModelCache
 from snippets.generate import (
-    KVCache,
     check_sampling,
     generate,
     next_token_probs,
@@ -177,6 +177,14 @@ def test_generate_leaves_the_training_mode_alone():
     assert not model.training
 
 
+def test_generate_checks_the_prompt_s_ids_itself():
+    # Where input enters, on any device: before any forward pass (here none at all).
+    bad = torch.tensor([[1, 20]])
+    message = r"token id 20 at \(b=0, t=1\) is out of range for vocab_size=20"
+    with pytest.raises(ValueError, match=message):
+        generate(make(), bad, 0, kv_cache=False)  # no forward pass at all
+
+
 def test_zero_new_tokens_returns_the_prompt():
     idx = ids(2, 4)
     assert torch.equal(generate(make(), idx, 0), idx)
@@ -188,7 +196,7 @@ def test_zero_new_tokens_returns_the_prompt():
 def test_cached_logits_equal_a_full_forward_pass():
     model = make()
     idx = ids(2, 20)
-    cache = KVCache(model, batch_size=2)
+    cache = ModelCache.for_model(model, batch_size=2)
     pieces = [
         model(idx[:, a:b], cache=cache)[0]
         for a, b in ((0, 7), (7, 8), (8, 9), (9, 15), (15, 20))  # prompt, 1, 1, chunks
@@ -222,7 +230,7 @@ def test_sampling_with_the_cache_draws_the_same_tokens():
 def greedy_with_tampered_cache(model, idx, steps: int, tamper) -> torch.Tensor:
     """Greedy generation through the cache, calling tamper(cache) before every step:
     idx (1, T) -> (1, T + steps). The negative control of the cache-equals-recompute tests."""
-    cache = KVCache(model, 1)
+    cache = ModelCache.for_model(model, 1)
     logits = model(idx, cache=cache)[0]
     out = idx
     for _ in range(steps):
@@ -238,20 +246,21 @@ def test_a_cache_that_ignores_earlier_positions_would_differ():
     model = make()
     idx = ids(1, 6)
     expected = generate(model, idx, 10, greedy=True, kv_cache=False)
-    forgotten = greedy_with_tampered_cache(model, idx, 10, lambda cache: cache.k.zero_())
+    keys = lambda cache: cache.layers[0].buffers[0].zero_()  # noqa: E731
+    forgotten = greedy_with_tampered_cache(model, idx, 10, keys)
     assert not torch.equal(forgotten, expected)
 
 
 def test_cache_needs_the_fused_layer_and_has_a_capacity():
     per_head = make(dataclasses.replace(CONFIG, attention="per-head"))
-    with pytest.raises(TypeError, match="kv_cache=True needs attention='fused'"):
+    with pytest.raises(TypeError, match="the per-head layer keeps no keys.*from_per_head"):
         generate(per_head, ids(1, 3), 2, greedy=True)
     fused = GPT.from_per_head(per_head).eval()
     assert torch.equal(
         generate(fused, ids(1, 3), 8, greedy=True),
         generate(per_head, ids(1, 3), 8, greedy=True, kv_cache=False),
     )
-    cache = KVCache(fused, 1)
+    cache = ModelCache.for_model(fused, 1)
     fused(ids(1, 20), cache=cache)[0]
     with pytest.raises(ValueError, match=r"20 cached \+ 5 new positions exceed context_length=24"):
         fused(ids(1, 5), cache=cache)[0]
@@ -269,10 +278,16 @@ def test_cache_serves_every_position_scheme(position):
     model = make(config)
     T_all = config.max_length or config.context_length
     idx = ids(2, T_all)
-    cache = KVCache(model, batch_size=2)
-    assert cache.k.size(3) == T_all  # (L, B, G, T_max, D): room for every position
+    cache = ModelCache.for_model(model, batch_size=2)
     cuts = (0, 7, 8, 9, T_all - 5, T_all)  # a prompt, single tokens, chunks
-    pieces = [model(idx[:, a:b], cache=cache)[0] for a, b in itertools.pairwise(cuts)]
+    pieces, where = [], set()
+    for a, b in itertools.pairwise(cuts):
+        pieces.append(model(idx[:, a:b], cache=cache)[0])
+        where |= {t.data_ptr() for t in cache.tensors()}
+    # Made at the first step, room for every position, (B, G, T_max, D) per layer,
+    # keys and values; written in place: the same memory at every step.
+    assert [t.shape for t in cache.tensors()] == [(2, 4, T_all, 8)] * 4
+    assert len(where) == 4
     with torch.no_grad():
         assert_close(torch.cat(pieces, dim=1), model(idx)[0], rtol=1e-5, atol=1e-5)
     cached = generate(model, idx[:, :5], 30, greedy=True)

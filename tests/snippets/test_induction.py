@@ -144,8 +144,10 @@ def test_no_induction_head_without_the_causal_mask(monkeypatch):
     """Let every position see every other: the model reads the answer at t + 1 directly,
     and no head needs to find the earlier copy."""
     T = CONFIG.context_length
-    monkeypatch.setattr(
-        snippets.attention, "causal_mask", lambda T: torch.ones(T, T, dtype=torch.bool)
+    monkeypatch.setattr(  # the layer's mask: every query sees every key
+        snippets.attention,
+        "visible",
+        lambda q_pos, k_pos: torch.ones(q_pos.numel(), k_pos.numel(), dtype=torch.bool),
     )
     model, _ = train_induction(CONFIG)
     induction, _, second_copy = scores_of(model)

@@ -14,7 +14,6 @@ import pytest
 import torch
 from torch.testing import assert_close
 
-from snippets.cache import LayerCache, LinearState
 from snippets.kda import BoundedKimiDeltaAttention, KimiDeltaAttention, kda_chunked, kda_recurrent
 from snippets.linear_attention import gated_delta_chunked, gated_delta_recurrent, state_bytes
 
@@ -117,7 +116,7 @@ def test_the_state_is_all_that_passes_between_parts():
     at a time, equals the whole sequence at once."""
     attn = layer()
     x = torch.randn(2, 20, 16, dtype=torch.float64)
-    cache = LinearState(attn, 2)
+    cache = attn.new_cache(2, 20)
     parts = [attn(x[:, :13], cache=cache)] + [
         attn(x[:, t : t + 1], cache=cache) for t in range(13, 20)
     ]
@@ -147,8 +146,8 @@ def test_bad_input_is_named():
     x = torch.randn(1, 3, 16, dtype=torch.float64)
     with pytest.raises(ValueError, match=r"KimiDeltaAttention has no attention weights"):
         attn(x, return_weights=True)
-    with pytest.raises(TypeError, match=r"KimiDeltaAttention takes a cache of kind 'linear'"):
-        attn(x, cache=LayerCache("full"))
+    with pytest.raises(TypeError, match=r"KimiDeltaAttention keeps no rolling cache"):
+        attn.new_cache(1, 3, window=4)
     with pytest.raises(ValueError, match=r"x must be \(B, T, 16\)"):
         attn(x[..., :4])
 

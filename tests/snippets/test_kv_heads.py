@@ -13,7 +13,8 @@ import torch
 from torch.testing import assert_close
 
 from snippets.attention import CausalSelfAttention
-from snippets.generate import KVCache, generate
+from snippets.cache import ModelCache
+from snippets.generate import generate
 from snippets.kv_heads import (
     GroupedQueryAttention,
     MultiHeadLatentAttention,
@@ -197,7 +198,7 @@ WITH_POSITIONS = [
 def test_cached_logits_equal_a_full_forward_pass(variant, position):
     model = make(dataclasses.replace(VARIANTS[variant], position=position))
     idx = ids(2, 24)
-    cache = KVCache(model, batch_size=2)
+    cache = ModelCache.for_model(model, batch_size=2)
     pieces = [
         model(idx[:, a:b], cache=cache)[0]
         for a, b in ((0, 7), (7, 8), (8, 9), (9, 15), (15, 24))  # prompt, 1, 1, chunks
@@ -227,8 +228,13 @@ def test_a_cache_that_loses_a_kv_head_would_differ():
     model = make(VARIANTS["GQA"])
     idx = ids(1, 6)
     expected = generate(model, idx, 10, greedy=True, kv_cache=False)
+
     # kv head 1 of every layer forgotten before each step
-    forgotten = greedy_with_tampered_cache(model, idx, 10, lambda c: c.k[:, :, 1].zero_())
+    def forget(cache):
+        for layer in cache.layers:
+            layer.buffers[0][:, 1].zero_()  # keys (B, G, T_max, D): head 1
+
+    forgotten = greedy_with_tampered_cache(model, idx, 10, forget)
     assert not torch.equal(forgotten, expected)
 
 
@@ -248,7 +254,7 @@ def test_kv_cache_bytes_is_what_the_cache_holds(variant, dtype):
     config = VARIANTS[variant]
     model = make(config).to(dtype)
     B, T = 3, config.context_length
-    cache = KVCache(model, batch_size=B)
+    cache = ModelCache.for_model(model, batch_size=B)
     idx = ids(B, 4)
     logits = model(idx, cache=cache)[0]  # the prompt, then one token at a time
     while cache.seen < T:
@@ -281,7 +287,6 @@ def test_kv_cache_bytes_by_hand():
         ({"n_kv_head": 8, "head_size": 4, "kv_latent": 2}, ValueError, "not both"),
         ({}, ValueError, "not neither"),
         ({"kv_latent": 0}, ValueError, r"kv_latent \(0\) must be positive"),
-        ({"kv_latent": 4, "rope_head_size": -1}, ValueError, r"rope_head_size \(-1\)"),
         ({"kv_latent": 4, "tokens": 0}, ValueError, r"tokens \(0\) must be positive"),
     ],
 )
@@ -314,8 +319,13 @@ def test_variants_get_their_layers_and_caches():
     assert type(models["MHA"].blocks[0].attn) is CausalSelfAttention
     assert models["MQA"].blocks[0].attn.n_kv_head == 1
     assert type(models["MLA"].blocks[0].attn) is MultiHeadLatentAttention
-    assert KVCache(models["GQA"], 1).k.shape == (2, 1, 2, 24, 8)  # (L, B, G, T, D)
-    assert [t.shape for t in KVCache(models["MLA"], 1).tensors()] == [(2, 1, 24, 16)]
+    shapes = {}
+    for name in ("GQA", "MLA"):
+        cache = ModelCache.for_model(models[name], 1)
+        models[name](torch.zeros(1, 1, dtype=torch.long), cache=cache)  # made at step 1
+        shapes[name] = [t.shape for t in cache.tensors()]
+    assert shapes["GQA"] == [(1, 2, 24, 8)] * 4  # per layer, keys and values (B, G, T, D)
+    assert shapes["MLA"] == [(1, 24, 16)] * 2  # per layer, the latents (B, T, R)
 
 
 @pytest.mark.parametrize(

@@ -41,7 +41,7 @@ def test_the_cache_keeps_what_the_next_query_can_see(kind, size, kept):
     cache = LayerCache(kind, size)
     k = torch.arange(float(T)).view(1, 1, T, 1)  # key t holds the number t
     for start in range(0, T, 3):  # steps of 3 positions, the last of 2
-        (keys,), positions = cache.add(k[:, :, start : start + 3])
+        (keys,), positions = cache.update(k[:, :, start : start + 3])
         assert torch.equal(keys.flatten().long(), positions)  # tensors and positions agree
     assert cache.seen == T and len(cache) == kept
     # Exactly the keys position T may see, its own key aside.

@@ -111,7 +111,7 @@ def test_a_nope_layer_does_not_see_the_order_of_earlier_tokens():
 @pytest.mark.parametrize("spec", [SPEC, NOPE])
 def test_a_cache_decodes_what_the_whole_sequence_gives(spec):
     layer, x = make(spec), x_of()
-    cache = layer.new_cache()
+    cache = layer.new_cache(x.size(0), T)
     with torch.no_grad():
         out = [layer(x[:, :5], cache=cache)] + [
             layer(x[:, t : t + 1], cache=cache) for t in range(5, T)
@@ -144,8 +144,8 @@ def test_a_layer_reading_anothers_latents_attends_to_them(indexer):
         own.kv_down.load_state_dict(source.kv_down.state_dict())
         own.kv_norm.load_state_dict(source.kv_norm.state_dict())
     with torch.no_grad():
-        caches = [source.new_cache()]
-        caches.append(reader.new_cache(caches[0]))
+        caches = [source.new_cache(x.size(0), T)]
+        caches.append(reader.new_cache(x.size(0), T, source=caches[0]))
         ys = [[], []]
         for a, b in [(0, 5), *((t, t + 1) for t in range(5, T))]:
             ys[0].append(source(x[:, a:b], cache=caches[0]))
@@ -165,11 +165,11 @@ def test_a_reader_without_its_sources_cache_says_how():
     with pytest.raises(ValueError, match=r"reads layer 0's latents"):
         reader(x_of())
     with pytest.raises(ValueError, match=r"needs one \(kv_source=0\)"):
-        reader.new_cache()
+        reader.new_cache(2, T)
     with pytest.raises(ValueError, match=r"is for a layer with a kv_source"):
-        source.new_cache(source.new_cache())
-    with pytest.raises(TypeError, match=r"takes a cache of kind 'shared'"):
-        reader(x_of(), cache=source.new_cache())
+        source.new_cache(2, T, source=source.new_cache(2, T))
+    with pytest.raises(TypeError, match=r"LearnedTemperatureAttention keeps no rolling cache"):
+        source.new_cache(2, T, window=4)
 
 
 def test_bad_specs_are_named():

@@ -12,7 +12,6 @@ import pytest
 import torch
 from torch.testing import assert_close
 
-from snippets.cache import LayerCache, LinearState
 from snippets.lightning import LightningAttention, lightning_chunked, lightning_recurrent
 
 B, H, T, D = 2, 3, 37, 8
@@ -63,11 +62,11 @@ def test_the_layer_is_causal_its_forms_agree_and_its_state_is_all_that_passes():
     x2 = x.clone()
     x2[:, 12:] = torch.randn(2, 8, 16, dtype=torch.float64)
     assert_close(attn(x2)[:, :12], y[:, :12])
-    cache = LinearState(attn, 2)
-    assert cache.recent.shape == (2, 0, 16)  # no convolution: nothing but S
+    cache = attn.new_cache(2, 20)
     parts = [attn(x[:, :13], cache=cache)]
     parts += [attn(x[:, t : t + 1], cache=cache) for t in range(13, 20)]
     assert_close(torch.cat(parts, 1), y)
+    assert cache.recent.shape == (2, 0, 16)  # no convolution: nothing but S
     assert cache.seen == 20 and cache.S.shape == (2, 2, 8, 8)
 
 
@@ -87,5 +86,5 @@ def test_bad_input_is_named():
     x = torch.randn(1, 3, 16, dtype=torch.float64)
     with pytest.raises(ValueError, match=r"LightningAttention has no attention weights"):
         attn(x, return_weights=True)
-    with pytest.raises(TypeError, match=r"LightningAttention takes a cache of kind 'linear'"):
-        attn(x, cache=LayerCache("full"))
+    with pytest.raises(TypeError, match=r"LightningAttention keeps no rolling cache"):
+        attn.new_cache(1, 3, window=4)

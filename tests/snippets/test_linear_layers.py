@@ -46,7 +46,7 @@ def test_the_layer_is_the_rules_at_the_specs_sizes(rule):
     V = 8 if rule == "lightning" else 6
     assert type(layer) is KINDS[rule] and layer.chunk_size == 16
     assert (layer.n_head, layer.head_k, layer.head_v) == (4, 8, V)  # Mamba2: N = 8, P = 6
-    state = layer.new_cache()
+    state = layer.new_cache(2, 3)
     layer(torch.randn(2, 3, 32), cache=state)
     assert tuple(state.S.shape) == (2, 4, 8, V)
     if rule == "lightning":

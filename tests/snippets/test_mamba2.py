@@ -13,7 +13,6 @@ import pytest
 import torch
 from torch.testing import assert_close
 
-from snippets.cache import LayerCache, LinearState
 from snippets.mamba2 import Mamba2, mamba2_state_bytes, ssd_chunked, ssd_recurrent
 
 Bt, H, T, P, N = 2, 3, 37, 4, 5
@@ -84,14 +83,14 @@ def test_the_layer_is_causal_its_forms_agree_and_its_state_is_all_that_passes(no
     x2 = x.clone()
     x2[:, 12:] = torch.randn(2, 9, 16, dtype=torch.float64)
     assert_close(attn(x2)[:, :12], y[:, :12])
-    cache = LinearState(attn, 2)
-    assert cache.recent.shape == (2, 3, 4 * 6 + 2 * 2 * 5)  # xBC's last conv_size - 1 rows
-    assert cache.S.shape == (2, 4, 5, 6)  # (B, H, N, P)
+    cache = attn.new_cache(2, 21)
     parts = [attn(x[:, :10], cache=cache)]  # beyond a chunk and the convolution
     parts += [attn(x[:, t : t + 1], cache=cache) for t in range(10, 14)]
     parts += [attn(x[:, 14:], cache=cache)]  # a piece again, after single steps
     assert_close(torch.cat(parts, 1), y)
     assert cache.seen == 21
+    assert cache.recent.shape == (2, 3, 4 * 6 + 2 * 2 * 5)  # xBC's last conv_size - 1 rows
+    assert cache.S.shape == (2, 4, 5, 6)  # (B, H, N, P)
 
 
 def test_the_skip_and_the_gate_matter():
@@ -109,7 +108,8 @@ def test_the_skip_and_the_gate_matter():
 
 def test_the_state_has_the_same_bytes_whatever_t():
     attn = layer()
-    cache = LinearState(attn, 1)
+    cache = attn.new_cache(1, 31)
+    attn(torch.randn(1, 1, 16, dtype=torch.float64), cache=cache)
     before = sum(t.numel() for t in cache.tensors())
     attn(torch.randn(1, 30, 16, dtype=torch.float64), cache=cache)
     assert sum(t.numel() for t in cache.tensors()) == before
@@ -142,5 +142,5 @@ def test_bad_input_is_named():
     x = torch.randn(1, 3, 16, dtype=torch.float64)
     with pytest.raises(ValueError, match=r"Mamba2 has no attention weights"):
         attn(x, return_weights=True)
-    with pytest.raises(TypeError, match=r"Mamba2 takes a cache of kind 'linear'"):
-        attn(x, cache=LayerCache("full"))
+    with pytest.raises(TypeError, match=r"Mamba2 keeps no rolling cache"):
+        attn.new_cache(1, 3, window=4)

@@ -13,8 +13,7 @@ import torch
 from torch.testing import assert_close
 
 from snippets.as_specs import as_specs
-from snippets.cache import LayerCache
-from snippets.generate import KVCache
+from snippets.cache import ModelCache
 from snippets.kv_heads import MultiHeadLatentAttention
 from snippets.mla import LatentAttention, MLASpec, from_kv_heads, mla_parameters
 from snippets.model import GPT, GPTConfig, parameter_count
@@ -48,6 +47,10 @@ def test_absorbed_equals_the_training_form():
     layer, x = make()
     parts = (*layer.queries(x), *layer.latents(x))
     assert_close(layer.attend_absorbed(*parts), layer.attend(*parts), rtol=1e-5, atol=1e-5)
+    # Without a mask, the last queries take the causal mask's last rows (bottom right).
+    q_nope, q_rope, c, k_rope = parts
+    last = layer.attend_absorbed(q_nope[:, :, -3:], q_rope[:, :, -3:], c, k_rope)
+    assert_close(last, layer.attend(*parts)[:, -3:], rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("q_rank", [16, None])
@@ -55,7 +58,7 @@ def test_absorbed_equals_the_training_form():
 def test_cached_decode_is_recomputing_and_keeps_latent_plus_rope_key(q_rank):
     layer, x = make(MLASpec(**{**SPEC.__dict__, "q_rank": q_rank}))
     whole = layer(x)
-    cache = layer.new_cache()
+    cache = layer.new_cache(2, T)
     steps = [layer(x[:, :5], cache=cache)] + [
         layer(x[:, t : t + 1], cache=cache) for t in range(5, T)
     ]
@@ -100,7 +103,7 @@ def test_no_rope_part_at_all_is_mla_without_positions():
     spec = MLASpec(**{**SPEC.__dict__, "rope_head_size": 0, "rope": None})
     layer, x = make(spec)
     whole = layer(x)
-    cache = layer.new_cache()
+    cache = layer.new_cache(2, T)
     steps = [layer(x[:, :5], cache=cache)] + [
         layer(x[:, t : t + 1], cache=cache) for t in range(5, T)
     ]
@@ -141,7 +144,7 @@ def test_the_kv_heads_mla_is_this_layer_with_its_extra_parts_off(position):
     pairs = zip(layer(x, return_weights=True), simple(x, return_weights=True), strict=True)
     for ours, its in pairs:
         assert_close(ours, its, rtol=1e-12, atol=1e-12)  # the output, then the weights
-    mine, theirs = layer.new_cache(), LayerCache()
+    mine, theirs = layer.new_cache(2, T), simple.new_cache(2, T)
     steps = [(layer(x[:, a:b], cache=mine), simple(x[:, a:b], cache=theirs)) for a, b in
              ((0, 5), (5, 6), (6, T))]  # fmt: skip
     for ours, its in steps:
@@ -172,7 +175,7 @@ def test_a_teaching_mla_gpt_is_a_gpt_of_mla_specs():
     assert parameter_count(specs) == parameter_count(teaching)
     idx = torch.randint(0, 20, (2, 16), generator=torch.Generator().manual_seed(1))
     assert_close(same(idx)[0], gpt(idx)[0], rtol=1e-12, atol=1e-12)
-    caches = KVCache(same, 2), KVCache(gpt, 2)
+    caches = ModelCache.for_model(same, 2), ModelCache.for_model(gpt, 2)
     for a, b in ((0, 7), (7, 8), (8, 16)):
         ours, its = (
             model(idx[:, a:b], cache=c)[0] for model, c in zip((same, gpt), caches, strict=True)

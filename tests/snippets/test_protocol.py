@@ -20,17 +20,16 @@ import torch
 from torch.testing import assert_close
 
 from snippets.as_specs import as_specs
-from snippets.cache import LayerCache
+from snippets.cache import LayerCache, ModelCache
 from snippets.checkpoint import config_data, config_from_data, save_checkpoint
 from snippets.compressed_attention import CompressedSpec
 from snippets.configurable import AttentionSpec, ConfigurableAttention
-from snippets.generate import KVCache, generate
+from snippets.generate import generate
 from snippets.linear_layers import LinearSpec
 from snippets.mla import LatentAttention, MLASpec
 from snippets.model import GPT, GPTConfig, parameter_count
 from snippets.rope_scaling import RopeSpec
 from snippets.sparse_mla import DSASpec, IndexerSpec
-from snippets.streaming import RollingKVCache
 
 BASE = GPTConfig(vocab_size=20, context_length=16, n_embed=32, n_head=4, n_layer=2)
 V = BASE.vocab_size
@@ -132,10 +131,10 @@ LINEAR_LAYERS = r"(GatedDeltaNet|KimiDeltaAttention|Mamba2|LightningAttention)"
 NO_WEIGHTS = LINEAR_LAYERS + r" has no attention weights"
 # Spec layers that keep RoPE keys turned at their own positions: no rolling cache.
 NO_ROLLING = {
-    "spec-window": r"ConfigurableAttention takes a cache of kind .*window layers are kind",
-    "spec-mla": r"LatentAttention takes a cache of kind 'full'.*rope keys turned",
-    "spec-dsa": r"SparseLatentAttention takes a cache of kind 'full'.*rope keys turned",
-    "spec-deepseek-v4": r"CompressedAttention takes a cache of kind 'compressed'.*one cache",
+    "spec-window": r"ConfigurableAttention keeps no rolling cache: its keys turn once",
+    "spec-mla": r"LatentAttention keeps no rolling cache: .*rope keys turned",
+    "spec-dsa": r"SparseLatentAttention keeps no rolling cache: .*rope keys turned",
+    "spec-deepseek-v4": r"CompressedAttention keeps no rolling cache: .*window of its own",
 }
 # Layers whose weights span the raw keys, then the compressed entries, beside a sink.
 ENTRIES = {"spec-deepseek-v4"}
@@ -179,10 +178,11 @@ def test_cached_logits_and_generation_equal_recomputation(name):
     model = model_of(name)
     if name == "per-head":  # refused by design: the readable layer keeps no keys
         with pytest.raises(TypeError, match=r"per-head layer keeps no keys.*from_per_head"):
-            model(ids(3), cache=KVCache(model, 2))
+            ModelCache.for_model(model, 2)
         return
     T = model.config.longest
-    check_cached_equals_full(model, KVCache(model, 2), ids(T), (0, 5, 6, 7, T - 3, T))
+    cache = ModelCache.for_model(model, 2)
+    check_cached_equals_full(model, cache, ids(T), (0, 5, 6, 7, T - 3, T))
     prompt = ids(4, seed=2)
     cached = generate(model, prompt, 2 * T, greedy=True)  # past the context: starts again
     assert torch.equal(cached, generate(model, prompt, 2 * T, greedy=True, kv_cache=False))
@@ -191,23 +191,35 @@ def test_cached_logits_and_generation_equal_recomputation(name):
 @pytest.mark.parametrize("name", VARIANTS)
 def test_a_rolling_cache_longer_than_the_text_is_the_full_pass(name):
     model, T = model_of(name), 12
-    cache = RollingKVCache(model.config.n_layer, window=T, sinks=2)
+    refusal = None
     if name == "per-head":
-        with pytest.raises(TypeError, match=r"per-head layer keeps no keys"):
-            model(ids(1), cache=cache)
-        return
+        refusal = r"per-head layer keeps no keys"
     if name in LINEAR:  # refused by design: a fixed-size state rolls nothing
-        with pytest.raises(
-            TypeError,
-            match=LINEAR_LAYERS + r" takes a cache of kind 'linear', got RollingCache.*fixed-size",
-        ):
-            model(ids(1), cache=cache)
-        return
+        refusal = LINEAR_LAYERS + r" keeps no rolling cache: it keeps a fixed-size state"
     if name in NO_ROLLING:  # refused by design, named by the layer
-        with pytest.raises(TypeError, match=NO_ROLLING[name]):
-            model(ids(1), cache=cache)
+        refusal = NO_ROLLING[name]
+    if refusal is not None:  # by the layer, when its cache is made
+        with pytest.raises(TypeError, match=refusal):
+            ModelCache.for_model(model, 2, window=T, sinks=2)
         return
+    cache = ModelCache.for_model(model, 2, window=T, sinks=2)
     check_cached_equals_full(model, cache, ids(T), list(range(T + 1)))  # token by token
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_a_forward_pass_reads_no_value_of_its_tensors(name):
+    """On the meta device a tensor has a shape and no values: reading one (bool(), .item(),
+    .tolist()) raises. A forward pass that runs there, whole with its loss and cached, never
+    makes the host wait for the device: its checks read shapes only."""
+    model = GPT(dataclasses.replace(BASE, **VARIANTS[name])).to("meta").eval()
+    idx = torch.zeros(2, 9, dtype=torch.long, device="meta")
+    with torch.no_grad():
+        logits, loss = model(idx, idx)
+        assert logits.is_meta and loss.is_meta
+        if name != "per-head":
+            cache = ModelCache.for_model(model, 2)
+            for a, b in ((0, 5), (5, 6), (6, 9)):  # a prompt, a token, a chunk
+                model(idx[:, a:b], cache=cache)
 
 
 @pytest.mark.parametrize("name", VARIANTS)
@@ -233,7 +245,7 @@ def test_every_layer_gives_its_weights_or_says_why_not(name):
             assert_close(total, torch.ones_like(total))
     if name == "per-head":
         return
-    cache = KVCache(model, 2)  # a cached step's weights: the full pass's last row
+    cache = ModelCache.for_model(model, 2)  # a cached step: the full pass's last row
     with torch.no_grad():
         model(idx[:, :9], cache=cache)
         _, _, step = model(idx[:, 9:], cache=cache, return_weights=True)
@@ -278,7 +290,7 @@ def test_the_teaching_options_are_per_layer_specs(name):
     idx = ids(T)
     with torch.no_grad():
         assert_close(specs(idx)[0], model(idx)[0], rtol=1e-10, atol=1e-10)
-    check_cached_equals_full(specs, KVCache(specs, 2), idx, (0, 5, 6, T))
+    check_cached_equals_full(specs, ModelCache.for_model(specs, 2), idx, (0, 5, 6, T))
 
 
 def test_refused_combinations_name_the_option():
@@ -289,33 +301,35 @@ def test_refused_combinations_name_the_option():
     model = model_of("rope")
     with pytest.raises(ValueError, match=r"cache must be a ModelCache with one cache per layer"):
         model(ids(2), cache=LayerCache())
-    cache = KVCache(model, 1)
+    cache = ModelCache.for_model(model, 1)
     model(ids(14, B=1), cache=cache)
     with pytest.raises(ValueError, match=r"14 cached \+ 3 new positions exceed context_length=16"):
         model(ids(3, B=1), cache=cache)
-    rolling = RollingKVCache(2, window=4)
+    rolling = ModelCache.for_model(model, 1, window=4)
     with pytest.raises(ValueError, match=r"a rolling cache reads one token at a time"):
         model(ids(2, B=1), cache=rolling)
+    with pytest.raises(ValueError, match=r"sinks \(2\) are for a rolling cache: give window"):
+        ModelCache.for_model(model, 1, sinks=2)
 
 
 class Forgetful(LayerCache):
     """A planted fault: a cache that reads its step but keeps nothing of it."""
 
-    def add(self, *new):
+    def update(self, *new, turn=None):
         held, positions = self.held, self.positions
-        out = super().add(*new)
+        out = super().update(*new, turn=turn)
         self.held, self.positions = held, positions  # the update dropped
         return out
 
 
 def test_the_matrix_catches_a_cache_that_drops_one_layers_update():
     model, T = model_of("rope"), 12
-    cache = KVCache(model, 2)
+    cache = ModelCache.for_model(model, 2)
     check_cached_equals_full(model, cache, ids(T), (0, 5, 6, T))  # the real one passes
-    broken = RollingKVCache(2, window=T)
+    broken = ModelCache.for_model(model, 2)
     broken.layers[1] = Forgetful()  # layer 1 reads its step, keeps nothing
     with pytest.raises(AssertionError):
-        check_cached_equals_full(model, broken, ids(T), list(range(T + 1)))
+        check_cached_equals_full(model, broken, ids(T), (0, 5, 6, T))
 
 
 SPECS = {
@@ -357,15 +371,13 @@ def test_the_layers_outside_gpt_config_keep_the_protocol(name):
     with torch.no_grad():
         full, weights = layer(x, return_weights=True)
         assert_close(full, layer(x), rtol=1e-9, atol=1e-9)
-        cache = layer.new_cache()
+        cache = layer.new_cache(2, 14)
         pieces = [layer(x[:, a:b], cache) for a, b in ((0, 6), (6, 7), (7, 11), (11, 14))]
         assert_close(torch.cat(pieces, dim=1), full, rtol=1e-9, atol=1e-9)
-        cache = layer.new_cache()
+        cache = layer.new_cache(2, 14)
         layer(x[:, :13], cache)
         _, step = layer(x[:, 13:], cache, return_weights=True)
     assert weights.shape[-2:] == (14, 14) and torch.all(weights.triu(1) == 0)
     assert_close(step[..., -cache.positions.numel() :], weights[:, :, 13:, cache.positions])
-    with pytest.raises(
-        TypeError, match=r"takes a cache of kind .*got RollingCache \(kind 'rolling'\): "
-    ):
-        layer(x[:, :1], RollingKVCache(1, window=4).layers[0])
+    with pytest.raises(TypeError, match=r"keeps no rolling cache: "):
+        layer.new_cache(2, 14, window=4)

@@ -52,7 +52,7 @@ def make(cls=SparseLatentAttention, *args, seed=0):
 
 
 def steps(layer, x, prefill=5):
-    cache = layer.new_cache()
+    cache = layer.new_cache(x.size(0), x.size(1))
     out = [layer(x[:, :prefill], cache=cache)]
     out += [layer(x[:, t : t + 1], cache=cache) for t in range(prefill, x.size(1))]
     return torch.cat(out, 1), cache
@@ -174,7 +174,7 @@ def test_a_layer_without_indexer_reuses_the_choice_it_is_given():
     assert torch.equal(w > 0, first.choice.chosen[:, None].expand_as(w))
     with pytest.raises(ValueError, match=r"not \(B, 5, 5\)"):  # a choice of 12 positions
         second(x[:, :5])
-    c1, c2 = first.new_cache(), second.new_cache()
+    c1, c2 = first.new_cache(2, T), second.new_cache(2, T)
     out = []
     for t0, t1 in [(0, 5)] + [(t, t + 1) for t in range(5, T)]:  # as a model steps its layers
         first(x[:, t0:t1], cache=c1)
@@ -230,8 +230,6 @@ def test_bad_input_is_refused_by_name(make_bad, match):
 
 
 def test_a_rolling_cache_is_refused():
-    from snippets.cache import RollingCache
-
-    layer, x = make(SparseLatentAttention, INDEXER)
-    with pytest.raises(TypeError, match="kind 'full'"):
-        layer(x[:, :1], cache=RollingCache(4))
+    layer, _ = make(SparseLatentAttention, INDEXER)
+    with pytest.raises(TypeError, match="SparseLatentAttention keeps no rolling cache"):
+        layer.new_cache(2, T, window=4)

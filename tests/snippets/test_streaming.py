@@ -7,9 +7,9 @@ import pytest
 import torch
 from torch.testing import assert_close
 
+from snippets.cache import ModelCache
 from snippets.model import GPT, GPTConfig
 from snippets.streaming import (
-    RollingKVCache,
     first_token_attention,
     recompute_logits,
     stream_logits,
@@ -83,7 +83,7 @@ def test_sink_cache_differs_from_plain_rolling_cache_only_after_the_first_evicti
 def test_cache_never_holds_more_than_the_window():
     model = rope_model()
     idx = tokens(1, 20)
-    cache = RollingKVCache(n_layer=2, window=5, sinks=2)
+    cache = ModelCache.for_model(model, 1, window=5, sinks=2)
     for t in range(idx.size(1)):
         stream_step(model, idx[:, t : t + 1], cache)
         assert len(cache) == min(t + 1, 5)
@@ -109,7 +109,7 @@ def test_first_token_attention_is_a_share_per_layer_and_head():
 )
 def test_bad_window_or_sinks(window, sinks, message):
     with pytest.raises(ValueError, match=message):
-        RollingKVCache(n_layer=1, window=window, sinks=sinks)
+        ModelCache.for_model(rope_model(1), 1, window=window, sinks=sinks)
 
 
 def test_a_model_without_rope_is_refused():
