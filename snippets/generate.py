@@ -19,7 +19,6 @@ __all__ = [
     "check_sampling",
     "next_token_probs",
     "pick_next",
-    "KVCache",
     "stream",
     "generate",
     "load_model",
@@ -145,20 +144,6 @@ def pick_next(
 
 
 # --8<-- [end:pick_next]
-
-
-# --8<-- [start:kv_cache]
-def KVCache(model: GPT, batch_size: int) -> ModelCache:
-    """What every layer must keep of the positions computed so far: the cache
-    each layer makes, `block.attn.new_cache(batch_size, T_max)`, T_max the
-    longest sequence the model accepts (ModelCache.for_model). A full layer's
-    keys and values (B, G, T_max, D), or MLA's latents (B, T_max, R), are
-    allocated once and filled in place; a linear block keeps a fixed-size
-    LinearState. `model(idx, cache=cache)` reads and extends it."""
-    return ModelCache.for_model(model, batch_size)
-
-
-# --8<-- [end:kv_cache]
 
 
 # --8<-- [start:stream]
