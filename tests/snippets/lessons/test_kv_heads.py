@@ -15,7 +15,6 @@ import pytest
 import torch
 
 import snippets.kv_heads as library
-from snippets.cache import LayerCache as PackageCache
 from snippets.lessons import generation
 from snippets.lessons import kv_heads as lesson
 from tests.snippets.lessons.highlight import assert_highlights_are_the_changes
@@ -80,7 +79,7 @@ def test_gqa_through_the_cache_equals_the_package_s_and_one_pass(G, pieces):
     mine, theirs = gqa_pair(G)
     cache = generation.LayerCache()
     got = run_in_pieces(mine, cache, pieces)
-    expected = run_in_pieces(theirs, PackageCache(), pieces)
+    expected = run_in_pieces(theirs, theirs.new_cache(2, T_MAX), pieces)
     torch.testing.assert_close(got, expected)
     with torch.no_grad():
         torch.testing.assert_close(got, mine(X))
@@ -122,7 +121,7 @@ def test_mla_through_the_cache_equals_the_package_s_and_one_pass(pieces):
     mine, theirs = mla_pair()
     cache = lesson.LatentCache()
     got = run_in_pieces(mine, cache, pieces)
-    expected = run_in_pieces(theirs, PackageCache(), pieces)
+    expected = run_in_pieces(theirs, theirs.new_cache(2, T_MAX), pieces)
     torch.testing.assert_close(got, expected)
     with torch.no_grad():
         torch.testing.assert_close(got, mine(X))
