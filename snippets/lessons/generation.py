@@ -174,8 +174,8 @@ def generate(model: GPT, idx: torch.Tensor, max_new_tokens: int) -> torch.Tensor
     if T > limit:
         raise ValueError(
             f"T={T} exceeds context_length={limit}: the prompt's {idx.size(1)} "
-            f"tokens and {max_new_tokens} new ones need a position each, and the "
-            f"position table has {limit} rows"
+            f"tokens and {max_new_tokens} new ones make a text longer than the "
+            f"position table's {limit} rows"
         )
     cache = new_cache(model)
     new = idx  # what the model has not read yet: first the whole prompt
