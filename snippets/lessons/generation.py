@@ -120,7 +120,7 @@ class GPT(nn.Module):
         self.pos_emb = nn.Embedding(config.context_length, C)  # row t: position t
         self.drop = nn.Dropout(config.dropout)
         self.blocks = nn.ModuleList([Block(config) for _ in range(config.n_layer)])
-        self.ln_f = nn.LayerNorm(C)  # the stream is a sum of L blocks' outputs
+        self.ln_f = nn.LayerNorm(C)  # the stream: embeddings + sublayer outputs
         self.lm_head = nn.Linear(C, V, bias=False)  # row v scores token v as next
         if config.tie_weights:  # one (V, C) table reads tokens in and scores them
             self.lm_head.weight = self.tok_emb.weight
@@ -174,8 +174,8 @@ def generate(model: GPT, idx: torch.Tensor, max_new_tokens: int) -> torch.Tensor
     if T > limit:
         raise ValueError(
             f"T={T} exceeds context_length={limit}: the prompt's {idx.size(1)} "
-            f"tokens and {max_new_tokens} new ones need a position each, and the "
-            f"position table has {limit} rows"
+            f"tokens and {max_new_tokens} new ones make a text longer than the "
+            f"position table's {limit} rows"
         )
     cache = new_cache(model)
     new = idx  # what the model has not read yet: first the whole prompt

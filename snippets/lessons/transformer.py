@@ -95,7 +95,7 @@ class GPT(nn.Module):
         self.pos_emb = nn.Embedding(config.context_length, C)  # row t: position t
         self.drop = nn.Dropout(config.dropout)
         self.blocks = nn.ModuleList([Block(config) for _ in range(config.n_layer)])
-        self.ln_f = nn.LayerNorm(C)  # the stream is a sum of L blocks' outputs
+        self.ln_f = nn.LayerNorm(C)  # the stream: embeddings + sublayer outputs
         self.lm_head = nn.Linear(C, V, bias=False)  # row v scores token v as next
         if config.tie_weights:  # one (V, C) table reads tokens in and scores them
             self.lm_head.weight = self.tok_emb.weight
