@@ -14,6 +14,7 @@ snippets/model.py's GPTConfig takes two of these:
 - `block`: a BlockSpec, the pieces around attention that today's dense
   families choose: RMSNorm (Gemma's scales stored as w - 1), where the norms
   sit, a gated MLP of its own width, and Gemma's sqrt(C) on the token vectors.
+  The GPT's Block and GPT build those pieces from it (norm, mlp) when made.
   None: the teaching block (LayerNorm before each sublayer, the 4C GELU MLP).
 
 The rules between these options and GPTConfig's other fields live here
@@ -52,7 +53,6 @@ __all__ = [
     "RMSNorm",
     "GatedMLP",
     "BlockSpec",
-    "SpecBlock",
     "ScaledEmbedding",
     "no_norm",
     "recount",
@@ -293,17 +293,10 @@ class BlockSpec:
     def mlp(self, n_embed: int) -> GatedMLP:
         return GatedMLP(n_embed, self.hidden, self.activation, self.mlp_bias)
 
-    def fit(self, gpt: nn.Module) -> None:
-        """Make a GPT this spec's: each block a SpecBlock around its own
-        attention, an RMSNorm before the LM head, Gemma's scaled embedding."""
-        C = gpt.config.n_embed
-        for i, old in enumerate(gpt.blocks):
-            gpt.blocks[i] = SpecBlock(self, C, old.attn, old.drop)
-        gpt.ln_f = RMSNorm(C, self.eps, self.one_plus)
-        if self.embed_scale:
-            scaled = ScaledEmbedding(*gpt.tok_emb.weight.shape)
-            scaled.weight = gpt.tok_emb.weight  # the same matrix, tied or not
-            gpt.tok_emb = scaled
+    def embedding(self, vocab_size: int, n_embed: int) -> nn.Embedding:
+        """The token table: Gemma's scales its vectors by sqrt(C)."""
+        scaled = ScaledEmbedding if self.embed_scale else nn.Embedding
+        return scaled(vocab_size, n_embed)
 
     def parameters(self, n_embed: int) -> tuple[int, int]:
         """(one block's norms and MLP, the final norm), counted by hand."""
@@ -315,40 +308,7 @@ class BlockSpec:
 # --8<-- [end:block_spec]
 
 
-# --8<-- [start:spec_block]
-class SpecBlock(nn.Module):
-    """A block of a published family: x + post1(attn(ln1(x))), then
-    x + post2(mlp(ln2(x))), each norm where spec.norms puts one (no_norm
-    elsewhere). Its forward is the teaching Block's: the same cache, the
-    same weights.
-
-    Args:
-        spec: the BlockSpec.
-        n_embed: C.
-        attn: the attention layer (the GPT's own block's).
-        drop: the dropout after attention.
-    """
-
-    def __init__(
-        self, spec: BlockSpec, n_embed: int, attn: nn.Module, drop: nn.Module
-    ):
-        super().__init__()
-        self.ln1, self.attn, self.drop = spec.norm(n_embed, "before"), attn, drop
-        self.ln2, self.mlp = spec.norm(n_embed, "before"), spec.mlp(n_embed)
-        # What a sublayer adds is normalised first in Gemma 3 and Olmo only.
-        self.post1 = spec.norm(n_embed, "after")
-        self.post2 = spec.norm(n_embed, "after")
-
-    def forward(self, x: torch.Tensor, cache=None, *, return_weights=False):
-        """x (B, T, C) -> (B, T, C), as Block.forward."""
-        cached = () if cache is None else (cache,)
-        out = self.attn(self.ln1(x), *cached, return_weights=return_weights)
-        out, weights = out if return_weights else (out, None)
-        x = x + self.drop(self.post1(out))
-        x = x + self.post2(self.mlp(self.ln2(x)))
-        return (x, weights) if return_weights else x
-
-
+# --8<-- [start:scaled_embedding]
 class ScaledEmbedding(nn.Embedding):
     """Token vectors times sqrt(C), the factor rounded to their dtype (Gemma)."""
 
@@ -357,7 +317,7 @@ class ScaledEmbedding(nn.Embedding):
         return x * torch.tensor(math.sqrt(x.size(-1)), dtype=x.dtype)
 
 
-# --8<-- [end:spec_block]
+# --8<-- [end:scaled_embedding]
 
 
 def recount(config, rest: int, attention: int, final: int) -> int:

@@ -11,7 +11,7 @@ import torch
 import torch.nn as nn
 
 from snippets.attention import CausalSelfAttention
-from snippets.blocks import BlockSpec, check_layers, make_layer, recount
+from snippets.blocks import BlockSpec, check_layers, make_layer, no_norm, recount
 from snippets.cache import ModelCache
 from snippets.checks import check_positive_int
 from snippets.kv_heads import (
@@ -202,17 +202,20 @@ class Block(nn.Module):
     """Pre-norm residual block: x + attention(LN(x)), then x + MLP(LN(x)).
 
     Args:
-        config: gives C, H, the context length, dropout and which attention layer.
+        config: gives C, H, the context length, dropout, which attention layer
+            and the block spec (a family's norms, where they sit, and its MLP).
     """
 
     def __init__(self, config: GPTConfig, layer: int = 0):
         super().__init__()
-        C = config.n_embed
-        self.ln1 = nn.LayerNorm(C)
+        C, spec = config.n_embed, config.block
+        self.ln1 = nn.LayerNorm(C) if spec is None else spec.norm(C, "before")
         self.attn = make_attention(config, layer)
         self.drop = nn.Dropout(config.dropout)
-        self.ln2 = nn.LayerNorm(C)
-        self.mlp = MLP(config)
+        self.ln2 = nn.LayerNorm(C) if spec is None else spec.norm(C, "before")
+        self.mlp = MLP(config) if spec is None else spec.mlp(C)
+        self.post1 = no_norm if spec is None else spec.norm(C, "after")
+        self.post2 = no_norm if spec is None else spec.norm(C, "after")
 
     def forward(self, x: torch.Tensor, cache=None, *, return_weights=False):
         """x (B, T, C) -> (B, T, C); with return_weights, also the attention
@@ -223,8 +226,8 @@ class Block(nn.Module):
         cached = () if cache is None else (cache,)  # the per-head layer takes none
         out = self.attn(self.ln1(x), *cached, return_weights=return_weights)
         out, weights = out if return_weights else (out, None)
-        x = x + self.drop(out)  # positions exchange information
-        x = x + self.mlp(self.ln2(x))  # each position works on what it gathered
+        x = x + self.drop(self.post1(out))  # positions exchange information
+        x = x + self.post2(self.mlp(self.ln2(x)))  # each works on what it gathered
         return (x, weights) if return_weights else x
 
 
@@ -259,22 +262,22 @@ class GPT(nn.Module):
         if not isinstance(config, GPTConfig):
             raise TypeError(f"config must be a GPTConfig, got {type(config)}")
         self.config = config
-        V, C = config.vocab_size, config.n_embed
-        self.tok_emb = nn.Embedding(V, C)  # row v: the vector of token v
+        V, C, spec = config.vocab_size, config.n_embed, config.block
+        embedding = nn.Embedding if spec is None else spec.embedding
+        self.tok_emb = embedding(V, C)  # row v: the vector of token v
         if config.position == "learned":  # row t: position t, learned
             self.pos_emb = nn.Embedding(config.context_length, C)
         self.drop = nn.Dropout(config.dropout)
         self.blocks = nn.ModuleList(
             [Block(config, i) for i in range(config.n_layer)]
         )
-        self.ln_f = nn.LayerNorm(C)  # the stream is a sum of L blocks' outputs
+        # the stream is a sum of L blocks' outputs
+        self.ln_f = nn.LayerNorm(C) if spec is None else spec.norm(C, "final")
         self.lm_head = nn.Linear(C, V, bias=False)  # row v scores token v as next
         if config.tie_weights:
             # One (V, C) matrix both reads tokens in and scores them out: V * C
             # fewer parameters, and each token's two roles learn from each other.
             self.lm_head.weight = self.tok_emb.weight
-        if config.block is not None:  # a published family's norms and MLP
-            config.block.fit(self)  # (snippets/blocks.py)
         self.apply(self._init_weights)
 
     @staticmethod
