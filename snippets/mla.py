@@ -33,10 +33,11 @@ from snippets.checks import check_positive_int
 from snippets.kv_heads import MultiHeadLatentAttention
 from snippets.layer_schedule import visible
 from snippets.rope_scaling import RopeSpec, rotate
+from snippets.spec import LayerSpec
 
 # --8<-- [end:imports]
 
-__all__ = ["MLASpec", "LatentAttention", "mla_parameters", "from_kv_heads"]
+__all__ = ["MLASpec", "LatentAttention", "from_kv_heads"]
 
 
 # Why a rolling cache does not fit: the rope keys turn once, when new.
@@ -45,7 +46,7 @@ WHY = "it caches rope keys turned at their own positions"
 
 # --8<-- [start:spec]
 @dataclasses.dataclass(frozen=True)
-class MLASpec:
+class MLASpec(LayerSpec):
     """One MLA layer's numbers (DeepSeek-V3: C=7168, H=128, q_rank=1536,
     kv_latent=512, Dn=128, Dr=64, Dv=128).
 
@@ -85,22 +86,24 @@ class MLASpec:
                 " (0 only without RoPE)"
             )
 
+    def build(self) -> nn.Module:
+        return LatentAttention(self)
+
+    def parameters(self) -> int:
+        """build()'s parameters, counted by hand."""
+        s, C, H = self, self.n_embed, self.n_head
+        R, Dq = s.kv_latent, s.nope_head_size + s.rope_head_size
+        if s.q_rank is None:
+            q = C * H * Dq
+        else:  # down (and its bias), the norm's scales, up
+            q = C * s.q_rank + s.bias * s.q_rank + s.q_rank + s.q_rank * H * Dq
+        kv = (C + s.bias) * (R + s.rope_head_size) + s.latent_norm * R  # down; norm
+        kv += R * H * (s.nope_head_size + s.v_head_size)  # up
+        proj_bias = s.bias if s.proj_bias is None else s.proj_bias
+        return q + kv + H * s.v_head_size * C + proj_bias * C  # and proj
+
 
 # --8<-- [end:spec]
-
-
-def mla_parameters(spec: MLASpec) -> int:
-    """The parameters of LatentAttention(spec), counted by hand."""
-    s, C, H = spec, spec.n_embed, spec.n_head
-    R, Dq = s.kv_latent, s.nope_head_size + s.rope_head_size
-    if s.q_rank is None:
-        q = C * H * Dq
-    else:  # down (and its bias), the norm's scales, up
-        q = C * s.q_rank + s.bias * s.q_rank + s.q_rank + s.q_rank * H * Dq
-    kv = (C + s.bias) * (R + s.rope_head_size) + s.latent_norm * R  # down; norm
-    kv += R * H * (s.nope_head_size + s.v_head_size)  # up
-    proj_bias = s.bias if s.proj_bias is None else s.proj_bias
-    return q + kv + H * s.v_head_size * C + proj_bias * C  # and proj
 
 
 # --8<-- [start:layer]

@@ -11,7 +11,7 @@ import torch
 import torch.nn as nn
 
 from snippets.attention import CausalSelfAttention
-from snippets.blocks import BlockSpec, check_layers, make_layer, no_norm, recount
+from snippets.blocks import BlockSpec, check_layers, no_norm, recount
 from snippets.cache import ModelCache
 from snippets.checks import check_positive_int
 from snippets.kv_heads import (
@@ -19,12 +19,7 @@ from snippets.kv_heads import (
     MultiHeadLatentAttention,
     check_kv_heads,
 )
-from snippets.linear_layers import (
-    LinearSpec,
-    check_layer_types,
-    linear_layer,
-    linear_parameters,
-)
+from snippets.linear_layers import LinearSpec, check_layer_types
 from snippets.objectives import lm_loss
 from snippets.positional_attention import PositionalMultiHeadAttention
 from snippets.positions import POSITIONS, WITHOUT_TABLE, sinusoidal_positions
@@ -152,10 +147,10 @@ def make_attention(config: GPTConfig, layer: int = 0) -> nn.Module:
     """The attention layer config asks for in block `layer`, at width n_embed."""
     H, C, T = config.n_head, config.n_embed, config.context_length
     if config.layers is not None:  # the layer its spec describes
-        return make_layer(config.layers[layer])
+        return config.layers[layer].build()
     if config.layer_types is not None and config.layer_types[layer] == "linear":
         heads, D = config.linear_state or (H, C // H)
-        return linear_layer(LinearSpec(heads, C, D, D))  # Gated DeltaNet
+        return LinearSpec(heads, C, D, D).build()  # Gated DeltaNet
     where = {"position": config.position, "max_length": config.max_length}
     if config.attention == "mla":
         return MultiHeadLatentAttention(H, C, T, config.kv_latent, **where)
@@ -461,7 +456,7 @@ def parameter_count(config: GPTConfig) -> int:
     head = 0 if config.tie_weights else V * C  # no bias; tied: counted already
     linear = (config.layer_types or ()).count("linear")  # Gated DeltaNet blocks
     H, D = config.linear_state or (config.n_head, C // config.n_head)
-    gdn = linear_parameters(LinearSpec(H, C, D, D))  # snippets/linear_layers.py
+    gdn = LinearSpec(H, C, D, D).parameters()  # snippets/linear_layers.py
     total = embeddings + L * block + linear * (gdn - attention) + layer_norm + head
     # layers and block: their pieces' counts instead (snippets/blocks.py)
     return total + recount(config, block - attention, attention, layer_norm)

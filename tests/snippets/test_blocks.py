@@ -19,8 +19,6 @@ from snippets.blocks import (
     GatedMLP,
     RMSNorm,
     ScaledEmbedding,
-    layer_parameters,
-    make_layer,
     no_norm,
 )
 from snippets.cache import ModelCache
@@ -147,13 +145,11 @@ def test_the_teaching_block_is_unchanged():
 
 
 def test_a_spec_builds_its_layer():
-    assert isinstance(make_layer(SPECS[0]), ConfigurableAttention)
+    assert isinstance(SPECS[0].build(), ConfigurableAttention)
+    assert SPECS[0].build().spec is SPECS[0]
     names = r"\['AttentionSpec', 'MLASpec', 'LinearSpec', 'DSASpec', 'CompressedSpec'\]"
-    names += ", got BlockSpec"
-    with pytest.raises(TypeError, match=r"a layer spec must be one of " + names):
-        make_layer(BlockSpec(hidden=8))
-    with pytest.raises(TypeError, match=r"a layer spec must be one of " + names):
-        layer_parameters(BlockSpec(hidden=8))
+    with pytest.raises(TypeError, match=r"layers\[1\] must be one of " + names + ", got BlockSpec"):
+        GPTConfig(n_embed=C, n_head=4, position="none", layers=(SPECS[0], BlockSpec(hidden=8)))
 
 
 def test_a_dsa_layer_that_reuses_another_layers_choice_is_refused_by_name():
@@ -170,9 +166,7 @@ def test_a_dsa_layer_that_reuses_another_layers_choice_is_refused_by_name():
 
 @pytest.mark.parametrize("spec", SPECS, ids=range(len(SPECS)))
 def test_a_layer_counts_its_parameters(spec):
-    assert layer_parameters(spec) == sum(
-        p.numel() for p in ConfigurableAttention(spec).parameters()
-    )
+    assert spec.parameters() == sum(p.numel() for p in ConfigurableAttention(spec).parameters())
 
 
 @pytest.mark.parametrize(
