@@ -376,29 +376,6 @@ class GPT(nn.Module):
         if idx.device.type == "cpu":  # elsewhere, reading the ids waits for the
             check_ids(idx, c.vocab_size)  # device: generate checks them, once
 
-    @classmethod
-    def from_per_head(cls, model: "GPT") -> "GPT":
-        """A "fused" GPT computing exactly the function of the "per-head" model.
-
-        Args:
-            model: a GPT whose config has attention="per-head".
-
-        Returns:
-            A new GPT with attention="fused" and the same weights, on the same
-                device and dtype.
-        """
-        if not isinstance(model, GPT) or model.config.attention != "per-head":
-            raise TypeError("model must be a GPT with attention='per-head'")
-        weight = model.lm_head.weight
-        new = cls(dataclasses.replace(model.config, attention="fused"))
-        new = new.to(device=weight.device, dtype=weight.dtype)
-        for new_block, block in zip(new.blocks, model.blocks, strict=True):
-            new_block.attn = CausalSelfAttention.from_multihead(block.attn)
-        # Every other parameter has the same name and shape in both models.
-        rest = {k: v for k, v in model.state_dict().items() if ".attn." not in k}
-        new.load_state_dict({**new.state_dict(), **rest})
-        return new
-
 
 # --8<-- [end:gpt]
 

@@ -12,12 +12,12 @@ import pytest
 import torch
 from torch.testing import assert_close
 
-from snippets.as_specs import as_specs
 from snippets.cache import ModelCache
 from snippets.kv_heads import MultiHeadLatentAttention
-from snippets.mla import LatentAttention, MLASpec, from_kv_heads
+from snippets.mla import LatentAttention, MLASpec
 from snippets.model import GPT, GPTConfig, parameter_count
 from snippets.rope_scaling import RopeSpec
+from tests.snippets.equivalence import as_specs, from_kv_heads
 
 SPEC = MLASpec(
     n_embed=32,

@@ -9,6 +9,7 @@ import torch
 from torch.testing import assert_close
 
 from snippets.model import GPT, Block, GPTConfig, parameter_count
+from tests.snippets.equivalence import from_per_head
 
 # Small sizes: the whole file runs in a few seconds on 2 CPU cores.
 SMALL = GPTConfig(vocab_size=40, context_length=16, n_embed=32, n_head=4, n_layer=2)
@@ -113,7 +114,7 @@ def test_tied_weights_are_one_tensor_trained_by_both_uses():
 @pytest.mark.parametrize("tie", [False, True], ids=["untied", "tied"])
 def test_fused_and_per_head_compute_the_same_function(tie):
     per_head = make(dataclasses.replace(SMALL, attention="per-head", tie_weights=tie))
-    fused = GPT.from_per_head(per_head)
+    fused = from_per_head(per_head)
     assert fused.config.attention == "fused"
     assert fused.config.tie_weights == tie
     assert (fused.lm_head.weight is fused.tok_emb.weight) == tie
@@ -142,7 +143,7 @@ def test_fused_and_per_head_compute_the_same_function(tie):
 
 def test_from_per_head_rejects_a_fused_model():
     with pytest.raises(TypeError, match=re.escape("model must be a GPT with attention='per-head'")):
-        GPT.from_per_head(make())
+        from_per_head(make())
 
 
 # --- positions --------------------------------------------------------------------------
