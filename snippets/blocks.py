@@ -2,18 +2,20 @@
 
 snippets/model.py's GPTConfig takes two of these:
 
-- `layers`: one spec per block. LAYERS maps a spec's class to the layer it
-  builds and its parameter count: an AttentionSpec to a ConfigurableAttention,
-  an MLASpec to DeepSeek's LatentAttention, a LinearSpec to a linear layer
-  (Gated DeltaNet, Kimi Delta Attention, Mamba2, lightning), a DSASpec to
-  DeepSeek-V3.2's sparse MLA, a CompressedSpec to DeepSeek-V4's compressed
-  attention. Each takes `forward(x, cache=None, *, return_weights=False)`
-  and makes its own cache with `new_cache(batch_size, max_length)`, so the
-  GPT, generate and gpt_attention run it as they run the teaching layers.
-  Another kind of layer enters as one more entry.
+- `layers`: one spec per block, a LayerSpec (snippets/spec.py) that builds
+  its layer (spec.build()) and counts its parameters (spec.parameters()): an
+  AttentionSpec builds a ConfigurableAttention, an MLASpec DeepSeek's
+  LatentAttention, a LinearSpec a linear layer (Gated DeltaNet, Kimi Delta
+  Attention, Mamba2, lightning), a DSASpec DeepSeek-V3.2's sparse MLA, a
+  CompressedSpec DeepSeek-V4's compressed attention. Each layer takes
+  `forward(x, cache=None, *, return_weights=False)` and makes its own cache
+  with `new_cache(batch_size, max_length)`, so the GPT, generate and
+  gpt_attention run it as they run the teaching layers. Another kind of
+  layer enters as one more spec class.
 - `block`: a BlockSpec, the pieces around attention that today's dense
   families choose: RMSNorm (Gemma's scales stored as w - 1), where the norms
   sit, a gated MLP of its own width, and Gemma's sqrt(C) on the token vectors.
+  The GPT's Block and GPT build those pieces from it (norm, mlp) when made.
   None: the teaching block (LayerNorm before each sublayer, the 4C GELU MLP).
 
 The rules between these options and GPTConfig's other fields live here
@@ -29,81 +31,31 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from snippets.checks import check_positive_int
-from snippets.compressed_attention import (
-    CompressedAttention,
-    CompressedSpec,
-    compressed_parameters,
-)
-from snippets.configurable import AttentionSpec, ConfigurableAttention
-from snippets.linear_layers import LinearSpec, linear_layer, linear_parameters
-from snippets.mla import LatentAttention, MLASpec, mla_parameters
-from snippets.sparse_mla import DSASpec, dsa_layer, dsa_parameters
+from snippets.compressed_attention import CompressedSpec
+from snippets.configurable import AttentionSpec
+from snippets.linear_layers import LinearSpec
+from snippets.mla import MLASpec
+from snippets.sparse_mla import DSASpec
+from snippets.spec import Spec
 from snippets.taming import rms_norm
 
 # --8<-- [end:imports]
 
 __all__ = [
-    "LAYERS",
-    "make_layer",
-    "layer_parameters",
-    "attention_parameters",
-    "spec_class",
     "check_layers",
     "RMSNorm",
     "GatedMLP",
     "BlockSpec",
-    "SpecBlock",
     "ScaledEmbedding",
     "no_norm",
     "recount",
 ]
 
 
-# --8<-- [start:layers]
-def make_layer(spec) -> nn.Module:
-    """The attention layer a per-layer spec describes."""
-    return LAYERS[spec_class(spec)][0](spec)
-
-
-def layer_parameters(spec) -> int:
-    """The parameters of make_layer(spec), counted by hand."""
-    return LAYERS[spec_class(spec)][1](spec)
-
-
-def spec_class(spec) -> type:
-    """The spec's class, one of LAYERS (else a TypeError naming them)."""
-    if type(spec) not in LAYERS:
-        raise TypeError(
-            f"a layer spec must be one of {[c.__name__ for c in LAYERS]}, "
-            f"got {type(spec).__name__}"
-        )
-    return type(spec)
-
-
-def attention_parameters(spec: AttentionSpec) -> int:
-    """The parameters of ConfigurableAttention(spec), counted by hand."""
-    C, H, G, D = spec.n_embed, spec.n_head, spec.n_kv_head, spec.head_size
-    own = spec.kv_source is None
-    kv = (own + (own and not spec.k_eq_v)) * (C * G * D + spec.bias * G * D)
-    count = C * H * D + spec.bias * H * D + kv + H * D * C + spec.out_bias * C
-    if spec.qk_norm and spec.qk_norm_weight:  # a scale per channel of q, k
-        count += D * (1 + own) if spec.qk_norm == "head" else H * D + own * G * D
-    width = H * D if spec.gate == "elementwise" else H
-    count += spec.sinks * H + (spec.gate is not None) * (C + spec.bias) * width
-    return count
-
-
-# A spec's class -> the layer it builds, and its parameters counted by hand.
-LAYERS = {
-    AttentionSpec: (ConfigurableAttention, attention_parameters),
-    MLASpec: (LatentAttention, mla_parameters),
-    LinearSpec: (linear_layer, linear_parameters),
-    DSASpec: (dsa_layer, dsa_parameters),
-    CompressedSpec: (CompressedAttention, compressed_parameters),
-}
-
-
-# --8<-- [end:layers]
+# The layer specs a GPT's `layers` takes, each building its own layer (not
+# Large4Spec, an MLASpec whose layer takes an indexer too). Imported here,
+# each is listed in SPECS: a checkpoint's GPTConfig reads back any of them.
+GPT_LAYERS = (AttentionSpec, MLASpec, LinearSpec, DSASpec, CompressedSpec)
 
 # GPTConfig's fields that a per-layer spec replaces, with their defaults.
 REPLACED = {
@@ -133,9 +85,10 @@ def check_layers(config) -> None:
             f"{type(layers).__name__} of {len(layers)}"
         )
     for i, spec in enumerate(layers):
-        if type(spec) not in LAYERS:
-            names = [c.__name__ for c in LAYERS]
-            raise TypeError(f"layers[{i}] must be one of {names}")
+        if type(spec) not in GPT_LAYERS:
+            names = [c.__name__ for c in GPT_LAYERS]
+            got = type(spec).__name__
+            raise TypeError(f"layers[{i}] must be one of {names}, got {got}")
         # the same width; the same heads where weights stack (a linear layer
         # gives none, and its state may have other heads)
         same = ("n_embed",) if type(spec) is LinearSpec else ("n_embed", "n_head")
@@ -250,7 +203,7 @@ NORMS = {"pre": ("before",), "pre+post": ("before", "after"), "post": ("after",)
 
 
 @dataclasses.dataclass(frozen=True)
-class BlockSpec:
+class BlockSpec(Spec):
     """The pieces around a block's attention, and at the stack's two ends.
 
     Args:
@@ -293,17 +246,10 @@ class BlockSpec:
     def mlp(self, n_embed: int) -> GatedMLP:
         return GatedMLP(n_embed, self.hidden, self.activation, self.mlp_bias)
 
-    def fit(self, gpt: nn.Module) -> None:
-        """Make a GPT this spec's: each block a SpecBlock around its own
-        attention, an RMSNorm before the LM head, Gemma's scaled embedding."""
-        C = gpt.config.n_embed
-        for i, old in enumerate(gpt.blocks):
-            gpt.blocks[i] = SpecBlock(self, C, old.attn, old.drop)
-        gpt.ln_f = RMSNorm(C, self.eps, self.one_plus)
-        if self.embed_scale:
-            scaled = ScaledEmbedding(*gpt.tok_emb.weight.shape)
-            scaled.weight = gpt.tok_emb.weight  # the same matrix, tied or not
-            gpt.tok_emb = scaled
+    def embedding(self, vocab_size: int, n_embed: int) -> nn.Embedding:
+        """The token table: Gemma's scales its vectors by sqrt(C)."""
+        scaled = ScaledEmbedding if self.embed_scale else nn.Embedding
+        return scaled(vocab_size, n_embed)
 
     def parameters(self, n_embed: int) -> tuple[int, int]:
         """(one block's norms and MLP, the final norm), counted by hand."""
@@ -315,40 +261,7 @@ class BlockSpec:
 # --8<-- [end:block_spec]
 
 
-# --8<-- [start:spec_block]
-class SpecBlock(nn.Module):
-    """A block of a published family: x + post1(attn(ln1(x))), then
-    x + post2(mlp(ln2(x))), each norm where spec.norms puts one (no_norm
-    elsewhere). Its forward is the teaching Block's: the same cache, the
-    same weights.
-
-    Args:
-        spec: the BlockSpec.
-        n_embed: C.
-        attn: the attention layer (the GPT's own block's).
-        drop: the dropout after attention.
-    """
-
-    def __init__(
-        self, spec: BlockSpec, n_embed: int, attn: nn.Module, drop: nn.Module
-    ):
-        super().__init__()
-        self.ln1, self.attn, self.drop = spec.norm(n_embed, "before"), attn, drop
-        self.ln2, self.mlp = spec.norm(n_embed, "before"), spec.mlp(n_embed)
-        # What a sublayer adds is normalised first in Gemma 3 and Olmo only.
-        self.post1 = spec.norm(n_embed, "after")
-        self.post2 = spec.norm(n_embed, "after")
-
-    def forward(self, x: torch.Tensor, cache=None, *, return_weights=False):
-        """x (B, T, C) -> (B, T, C), as Block.forward."""
-        cached = () if cache is None else (cache,)
-        out = self.attn(self.ln1(x), *cached, return_weights=return_weights)
-        out, weights = out if return_weights else (out, None)
-        x = x + self.drop(self.post1(out))
-        x = x + self.post2(self.mlp(self.ln2(x)))
-        return (x, weights) if return_weights else x
-
-
+# --8<-- [start:scaled_embedding]
 class ScaledEmbedding(nn.Embedding):
     """Token vectors times sqrt(C), the factor rounded to their dtype (Gemma)."""
 
@@ -357,7 +270,7 @@ class ScaledEmbedding(nn.Embedding):
         return x * torch.tensor(math.sqrt(x.size(-1)), dtype=x.dtype)
 
 
-# --8<-- [end:spec_block]
+# --8<-- [end:scaled_embedding]
 
 
 def recount(config, rest: int, attention: int, final: int) -> int:
@@ -369,5 +282,5 @@ def recount(config, rest: int, attention: int, final: int) -> int:
         block, last = config.block.parameters(config.n_embed)
         change += L * (block - rest) + last - final
     if config.layers is not None:
-        change += sum(layer_parameters(s) for s in config.layers) - L * attention
+        change += sum(s.parameters() for s in config.layers) - L * attention
     return change

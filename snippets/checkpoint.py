@@ -10,9 +10,7 @@ from pathlib import Path
 
 import torch
 
-from snippets.blocks import LAYERS, BlockSpec
-from snippets.rope_scaling import RopeSpec
-from snippets.sparse_mla import IndexerSpec
+from snippets.spec import SPECS
 
 __all__ = [
     "CHECKPOINT",
@@ -63,12 +61,6 @@ def check_same_config(saved: dict, config) -> None:
             )
 
 
-# The specs a config may hold, by the name config_data tags them with.
-SPECS = {
-    kind.__name__: kind for kind in (*LAYERS, BlockSpec, RopeSpec, IndexerSpec)
-}
-
-
 def config_data(config) -> dict:
     """A config (a dataclass, a GPTConfig with per-layer specs too) as plain
     data that a checkpoint holds and torch.load(weights_only=True) reads back:
@@ -89,13 +81,15 @@ def config_data(config) -> dict:
 
 
 def config_from_data(cls, data: dict):
-    """config_data's inverse: cls(**fields), every tagged spec made again."""
+    """config_data's inverse: cls(**fields), every tagged spec made again (a
+    spec class is found by its name in SPECS, where it is listed when defined:
+    the module of cls imports the specs its config holds)."""
 
     def value(v):
         if isinstance(v, dict) and "spec" in v:
             if v["spec"] not in SPECS:
                 raise ValueError(
-                    f"a spec named {v['spec']!r} is not one of {list(SPECS)}"
+                    f"a spec named {v['spec']!r} is not one of {sorted(SPECS)}"
                 )
             fields = {k: value(x) for k, x in v.items() if k != "spec"}
             return SPECS[v["spec"]](**fields)

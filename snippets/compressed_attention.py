@@ -2,8 +2,7 @@
 
 One layer kind, CompressedAttention, three ways:
 
-- window only: each query attends to the last `window` tokens (itself
-  included), as any sliding-window layer;
+- window only: each query attends to the last `window` tokens, itself included;
 - heavily compressed (HCA): also to one entry per `ratio` tokens (128 in
   DeepSeek-V4), a softmax over the block's positions, per channel, of their
   projections: entry w = sum_j softmax_j(z_j + b_j) * c_j, j in block w;
@@ -11,12 +10,12 @@ One layer kind, CompressedAttention, three ways:
   ratio (two series: the previous block's first half of channels, its own
   block's second half), of which a lightning indexer keeps `top_k`.
 
-In all three one head of keys, which is also the values (K = V), RoPE on the
-last rope_dims channels of each head (pairs (2i, 2i + 1)), turned back at the
-query's position on the output; a sink logit per head in the softmax; queries
-through an RMSNorm without weight; the output projected by groups of heads.
-Shape letters: B batch, T positions (Tn new), C channels, H heads, D head
-size, N compressed entries, I indexer heads, E their size.
+In all three one head of keys, which is also the values (K = V), RoPE on the last
+rope_dims channels of each head (pairs (2i, 2i + 1)), turned back at the query's
+position on the output; a sink logit per head in the softmax; queries through an
+RMSNorm without weight; the output projected by groups of heads. Shape letters:
+B batch, T positions (Tn new), C channels, H heads, D head size, N compressed
+entries, I indexer heads, E their size.
 """
 
 # --8<-- [start:imports]
@@ -31,6 +30,7 @@ from snippets.layer_schedule import visible
 from snippets.rope_scaling import RopeSpec, frequencies
 from snippets.sparse_attention import index_scores
 from snippets.sparse_mla import choose
+from snippets.spec import LayerSpec
 
 # --8<-- [end:imports]
 
@@ -42,17 +42,15 @@ __all__ = [
     "Compressor",
     "CompressedCache",
     "CompressedAttention",
-    "compressed_parameters",
     "compressed_gathered",
 ]
-
 
 WHY = "it keeps a window of its own, and entries pooled from fixed blocks"
 
 
 # --8<-- [start:spec]
 @dataclasses.dataclass(frozen=True)
-class CompressedSpec:
+class CompressedSpec(LayerSpec):
     """One DeepSeek-V4 layer's numbers (V4-Flash: C 4096, H 64 of D 512,
     R 64, q_rank 1024, window 128, 8 groups of rank 1024; ratio 4 with 64
     indexer heads of 128 keeping 512, or ratio 128).
@@ -137,6 +135,29 @@ class CompressedSpec:
     @property
     def kind(self) -> str:
         return "window" if self.ratio is None else "compressed"
+
+    def build(self) -> nn.Module:
+        return CompressedAttention(self)
+
+    def parameters(self) -> int:
+        """build()'s parameters, counted by hand."""
+        s, HD = self, self.n_head * self.head_size
+        count = s.n_embed * s.q_rank + s.q_rank + s.q_rank * HD  # q: down, norm, up
+        count += (
+            s.n_embed * s.head_size + s.head_size + s.n_head
+        )  # K = V, norm; sinks
+        count += s.o_rank * HD + s.o_groups * s.o_rank * s.n_embed  # out, by groups
+
+        def compressor(size: int, overlap: bool) -> int:  # c, z, b; the norm
+            width = 2 * size if overlap else size
+            return 2 * s.n_embed * width + s.ratio * width + size
+
+        if s.ratio is not None:
+            count += compressor(s.head_size, s.overlap)
+        if s.overlap:  # CSA's indexer: its compressor, queries, weights
+            heads, E = s.indexer_heads, s.indexer_size
+            count += compressor(E, True) + s.q_rank * heads * E + s.n_embed * heads
+        return count
 
 
 # --8<-- [end:spec]
@@ -392,25 +413,6 @@ class CompressedAttention(nn.Module):
 
 
 # --8<-- [end:layer]
-
-
-def compressed_parameters(spec: CompressedSpec) -> int:
-    """The parameters of CompressedAttention(spec), counted by hand."""
-    s, HD = spec, spec.n_head * spec.head_size
-    count = s.n_embed * s.q_rank + s.q_rank + s.q_rank * HD  # q: down, norm, up
-    count += s.n_embed * s.head_size + s.head_size + s.n_head  # K = V, norm; sinks
-    count += s.o_rank * HD + s.o_groups * s.o_rank * s.n_embed  # out, by groups
-
-    def compressor(size: int, overlap: bool) -> int:  # c, z, b; the norm
-        width = 2 * size if overlap else size
-        return 2 * s.n_embed * width + s.ratio * width + size
-
-    if s.ratio is not None:
-        count += compressor(s.head_size, s.overlap)
-    if s.overlap:  # CSA's indexer: its compressor, queries, weights
-        heads, E = s.indexer_heads, s.indexer_size
-        count += compressor(E, True) + s.q_rank * heads * E + s.n_embed * heads
-    return count
 
 
 # --8<-- [start:gathered]

@@ -19,6 +19,7 @@ from snippets.checks import check_positive_int
 from snippets.kv_heads import expand_kv
 from snippets.layer_schedule import KINDS, nope_temperature, visible
 from snippets.rope_scaling import RopeSpec, rotate
+from snippets.spec import LayerSpec
 from snippets.taming import (
     GATES,
     QK_NORMS,
@@ -40,7 +41,7 @@ WHY = "its keys turn once, at their own positions (a spec's window: kind='window
 
 # --8<-- [start:spec]
 @dataclasses.dataclass(frozen=True)
-class AttentionSpec:
+class AttentionSpec(LayerSpec):
     """The choices of one layer.
 
     Args:
@@ -133,6 +134,22 @@ class AttentionSpec:
                     f"v_norm={self.v_norm}: a sharing layer makes no keys or "
                     f"values; those choices are its source layer's"
                 )
+
+    def build(self) -> nn.Module:
+        return ConfigurableAttention(self)
+
+    def parameters(self) -> int:
+        """build()'s parameters, counted by hand."""
+        s = self
+        C, H, G, D = s.n_embed, s.n_head, s.n_kv_head, s.head_size
+        own = s.kv_source is None
+        kv = (own + (own and not s.k_eq_v)) * (C * G * D + s.bias * G * D)
+        count = C * H * D + s.bias * H * D + kv + H * D * C + s.out_bias * C
+        if s.qk_norm and s.qk_norm_weight:  # a scale per channel of q, k
+            count += D * (1 + own) if s.qk_norm == "head" else H * D + own * G * D
+        width = H * D if s.gate == "elementwise" else H
+        count += s.sinks * H + (s.gate is not None) * (C + s.bias) * width
+        return count
 
 
 # --8<-- [end:spec]

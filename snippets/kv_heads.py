@@ -237,7 +237,7 @@ class MultiHeadLatentAttention(nn.Module):
     RoPE key (so position="rope" is refused), no low-rank query, no
     normalisation of the latent, and head size C // H: snippets/mla.py's
     LatentAttention with those parts off and a bias on its output
-    projection (mla.from_kv_heads).
+    projection.
 
     Args:
         n_head: H, the number of heads; must divide n_embed.

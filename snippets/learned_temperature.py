@@ -173,6 +173,18 @@ class Large4Spec(MLASpec):
         ):
             raise ValueError(f"kv_source ({k!r}) must be a layer index")
 
+    def build(self):
+        """Refused: MLASpec's build would make a LatentAttention, and this
+        spec's layer takes an indexer (or an earlier layer's choice) too."""
+        raise TypeError(
+            "a Large4Spec builds no layer alone: its layer is "
+            "LearnedTemperatureAttention(spec, indexer)"
+        )
+
+    def parameters(self):
+        """Refused, as build()."""
+        self.build()
+
 
 # --8<-- [start:shared]
 class SharedLatents(SharedCache):

@@ -10,17 +10,18 @@ H heads, K a head's key width (Mamba2: the state size N), V its value width
 # --8<-- [start:spec]
 import dataclasses
 
+import torch.nn as nn
+
 from snippets.checks import check_positive_int
 from snippets.kda import KimiDeltaAttention
 from snippets.lightning import LightningAttention
 from snippets.linear_attention import GatedDeltaNet
 from snippets.mamba2 import Mamba2
+from snippets.spec import LayerSpec
 
 __all__ = [
     "LinearSpec",
     "RULES",
-    "linear_layer",
-    "linear_parameters",
     "check_layer_types",
 ]
 
@@ -34,7 +35,7 @@ RULES = {
 
 
 @dataclasses.dataclass(frozen=True)
-class LinearSpec:
+class LinearSpec(LayerSpec):
     """One linear layer's choices: which rule, H heads of a K x V state.
 
     Args:
@@ -86,35 +87,33 @@ class LinearSpec:
                 f"equal head_v ({self.head_v})"
             )
 
+    def build(self) -> nn.Module:
+        """The layer of this rule (each rule's own defaults otherwise)."""
+        s = self
+        if s.rule == "mamba2":  # Mamba2 takes (H, C, P, N)
+            sizes = (s.n_head, s.n_embed, s.head_v, s.head_k)
+        elif s.rule == "lightning":  # (H, C, D, its slopes)
+            sizes = (s.n_head, s.n_embed, s.head_k, list(s.slopes))
+        else:
+            sizes = (s.n_head, s.n_embed, s.head_k, s.head_v)
+        return RULES[s.rule](*sizes, chunk_size=s.chunk_size)
 
-def linear_layer(spec: LinearSpec):
-    """The layer a LinearSpec describes (each rule's own defaults otherwise)."""
-    s = spec
-    if s.rule == "mamba2":  # Mamba2 takes (H, C, P, N)
-        sizes = (s.n_head, s.n_embed, s.head_v, s.head_k)
-    elif s.rule == "lightning":  # (H, C, D, its slopes)
-        sizes = (s.n_head, s.n_embed, s.head_k, list(s.slopes))
-    else:
-        sizes = (s.n_head, s.n_embed, s.head_k, s.head_v)
-    return RULES[s.rule](*sizes, chunk_size=s.chunk_size)
-
-
-def linear_parameters(spec: LinearSpec) -> int:
-    """The parameters of linear_layer(spec), counted by hand (the short
-    convolution 4 wide, one filter per channel it reads)."""
-    C, H, K, V = spec.n_embed, spec.n_head, spec.head_k, spec.head_v
-    if spec.rule == "lightning":  # q, k, v and the gate; the norm; out
-        return 4 * C * H * K + H * K + H * K * C
-    if spec.rule == "mamba2":  # in_proj to z, x B C (the conv's) and dt
-        conv = H * V + 2 * K  # x, B and C of one group
-        return C * (H * V + conv + H) + 5 * conv + 3 * H + H * V + H * V * C
-    # q and k; v and the out map; b; the conv over q, k, v; A_log; the norm
-    common = 2 * C * H * K + 2 * C * H * V + C * H
-    common += 4 * (2 * H * K + H * V) + H + V
-    if spec.rule == "gated_deltanet":  # z, a, dt_bias
-        return common + C * H * V + C * H + H
-    # KDA: the low-rank (rank K) decay input and gate, a dt_bias per channel
-    return common + (C * K + K * H * K) + (C * K + K * H * V) + H * K
+    def parameters(self) -> int:
+        """build()'s parameters, counted by hand (the short convolution 4
+        wide, one filter per channel it reads)."""
+        C, H, K, V = self.n_embed, self.n_head, self.head_k, self.head_v
+        if self.rule == "lightning":  # q, k, v and the gate; the norm; out
+            return 4 * C * H * K + H * K + H * K * C
+        if self.rule == "mamba2":  # in_proj to z, x B C (the conv's) and dt
+            conv = H * V + 2 * K  # x, B and C of one group
+            return C * (H * V + conv + H) + 5 * conv + 3 * H + H * V + H * V * C
+        # q and k; v and the out map; b; the conv over q, k, v; A_log; the norm
+        common = 2 * C * H * K + 2 * C * H * V + C * H
+        common += 4 * (2 * H * K + H * V) + H + V
+        if self.rule == "gated_deltanet":  # z, a, dt_bias
+            return common + C * H * V + C * H + H
+        # KDA: the low-rank (rank K) decay input and gate, a dt_bias per channel
+        return common + (C * K + K * H * K) + (C * K + K * H * V) + H * K
 
 
 # --8<-- [end:spec]

@@ -1,9 +1,8 @@
 """Multi-head latent attention as DeepSeek-V2 and V3 run it: with RoPE.
 
 snippets/kv_heads.py has the simple MLA, without RoPE, which is this one with
-its extra parts off and a bias on its output projection (from_kv_heads; ALiBi,
-which this layer does not add, aside); this is the full one (DeepSeek-V2,
-section 2.1):
+its extra parts off and a bias on its output projection (ALiBi, which this
+layer does not add, aside); this is the full one (DeepSeek-V2, section 2.1):
 
 - the query is compressed too: x -> q_rank numbers -> RMSNorm -> heads;
 - the latent c (kv_latent numbers per position) is RMSNorm-ed; it is what the
@@ -30,13 +29,13 @@ import torch.nn.functional as F
 
 from snippets.cache import LayerCache, no_rolling
 from snippets.checks import check_positive_int
-from snippets.kv_heads import MultiHeadLatentAttention
 from snippets.layer_schedule import visible
 from snippets.rope_scaling import RopeSpec, rotate
+from snippets.spec import LayerSpec
 
 # --8<-- [end:imports]
 
-__all__ = ["MLASpec", "LatentAttention", "mla_parameters", "from_kv_heads"]
+__all__ = ["MLASpec", "LatentAttention"]
 
 
 # Why a rolling cache does not fit: the rope keys turn once, when new.
@@ -45,14 +44,14 @@ WHY = "it caches rope keys turned at their own positions"
 
 # --8<-- [start:spec]
 @dataclasses.dataclass(frozen=True)
-class MLASpec:
+class MLASpec(LayerSpec):
     """One MLA layer's numbers (DeepSeek-V3: C=7168, H=128, q_rank=1536,
     kv_latent=512, Dn=128, Dr=64, Dv=128).
 
     q_rank None: queries projected straight from x (DeepSeek-V2-Lite).
     scale None: 1 / sqrt(Dn + Dr). rope None: the Dr part unturned (Kimi Linear).
     proj_bias None: as bias. With rope_head_size 0, q_rank None, latent_norm
-    False and proj_bias True, the kv-heads page's MLA (from_kv_heads).
+    False and proj_bias True, the kv-heads page's MLA.
     """
 
     n_embed: int
@@ -85,22 +84,24 @@ class MLASpec:
                 " (0 only without RoPE)"
             )
 
+    def build(self) -> nn.Module:
+        return LatentAttention(self)
+
+    def parameters(self) -> int:
+        """build()'s parameters, counted by hand."""
+        s, C, H = self, self.n_embed, self.n_head
+        R, Dq = s.kv_latent, s.nope_head_size + s.rope_head_size
+        if s.q_rank is None:
+            q = C * H * Dq
+        else:  # down (and its bias), the norm's scales, up
+            q = C * s.q_rank + s.bias * s.q_rank + s.q_rank + s.q_rank * H * Dq
+        kv = (C + s.bias) * (R + s.rope_head_size) + s.latent_norm * R  # down; norm
+        kv += R * H * (s.nope_head_size + s.v_head_size)  # up
+        proj_bias = s.bias if s.proj_bias is None else s.proj_bias
+        return q + kv + H * s.v_head_size * C + proj_bias * C  # and proj
+
 
 # --8<-- [end:spec]
-
-
-def mla_parameters(spec: MLASpec) -> int:
-    """The parameters of LatentAttention(spec), counted by hand."""
-    s, C, H = spec, spec.n_embed, spec.n_head
-    R, Dq = s.kv_latent, s.nope_head_size + s.rope_head_size
-    if s.q_rank is None:
-        q = C * H * Dq
-    else:  # down (and its bias), the norm's scales, up
-        q = C * s.q_rank + s.bias * s.q_rank + s.q_rank + s.q_rank * H * Dq
-    kv = (C + s.bias) * (R + s.rope_head_size) + s.latent_norm * R  # down; norm
-    kv += R * H * (s.nope_head_size + s.v_head_size)  # up
-    proj_bias = s.bias if s.proj_bias is None else s.proj_bias
-    return q + kv + H * s.v_head_size * C + proj_bias * C  # and proj
 
 
 # --8<-- [start:layer]
@@ -229,34 +230,3 @@ class LatentAttention(nn.Module):
         """An empty cache of max_length rows: latents and rope keys."""
         no_rolling(self, window, WHY)
         return LayerCache("full", max_length=max_length)
-
-
-@torch.no_grad()
-def from_kv_heads(mla: MultiHeadLatentAttention) -> LatentAttention:
-    """The kv-heads page's MLA as a LatentAttention computing exactly what it does.
-
-    That layer is this one with its extra parts switched off: no decoupled
-    RoPE key (rope_head_size 0), no query latent, no latent norm, heads of
-    D = C / H, a bias on the output projection only. Its key and value
-    up-projections are kv_up's rows, head by head: [keys (D) | values (D)].
-    ALiBi, a bias this layer does not add, is refused.
-    """
-    if not isinstance(mla, MultiHeadLatentAttention):
-        got = type(mla).__name__
-        raise TypeError(f"mla must be a MultiHeadLatentAttention, got {got}")
-    if mla.position == "alibi":
-        raise ValueError(
-            "position='alibi': LatentAttention adds no ALiBi bias to its scores"
-        )
-    H, C, R = mla.n_head, mla.n_embed, mla.kv_latent
-    D = C // H
-    spec = MLASpec(C, H, R, D, 0, D, rope=None, latent_norm=False, proj_bias=True)
-    weight = mla.proj.weight
-    layer = LatentAttention(spec).to(device=weight.device, dtype=weight.dtype)
-    layer.q_proj.weight.copy_(mla.query.weight)
-    layer.kv_down.weight.copy_(mla.kv_down.weight)
-    keys = mla.key_up.weight.view(H, D, R)  # head h: rows h*D .. h*D + D - 1
-    values = mla.value_up.weight.view(H, D, R)
-    layer.kv_up.weight.copy_(torch.cat([keys, values], dim=1).view(2 * C, R))
-    layer.proj.load_state_dict(mla.proj.state_dict())
-    return layer

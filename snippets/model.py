@@ -11,7 +11,7 @@ import torch
 import torch.nn as nn
 
 from snippets.attention import CausalSelfAttention
-from snippets.blocks import BlockSpec, check_layers, make_layer, recount
+from snippets.blocks import BlockSpec, check_layers, no_norm, recount
 from snippets.cache import ModelCache
 from snippets.checks import check_positive_int
 from snippets.kv_heads import (
@@ -19,12 +19,7 @@ from snippets.kv_heads import (
     MultiHeadLatentAttention,
     check_kv_heads,
 )
-from snippets.linear_layers import (
-    LinearSpec,
-    check_layer_types,
-    linear_layer,
-    linear_parameters,
-)
+from snippets.linear_layers import LinearSpec, check_layer_types
 from snippets.objectives import lm_loss
 from snippets.positional_attention import PositionalMultiHeadAttention
 from snippets.positions import POSITIONS, WITHOUT_TABLE, sinusoidal_positions
@@ -152,10 +147,10 @@ def make_attention(config: GPTConfig, layer: int = 0) -> nn.Module:
     """The attention layer config asks for in block `layer`, at width n_embed."""
     H, C, T = config.n_head, config.n_embed, config.context_length
     if config.layers is not None:  # the layer its spec describes
-        return make_layer(config.layers[layer])
+        return config.layers[layer].build()
     if config.layer_types is not None and config.layer_types[layer] == "linear":
         heads, D = config.linear_state or (H, C // H)
-        return linear_layer(LinearSpec(heads, C, D, D))  # Gated DeltaNet
+        return LinearSpec(heads, C, D, D).build()  # Gated DeltaNet
     where = {"position": config.position, "max_length": config.max_length}
     if config.attention == "mla":
         return MultiHeadLatentAttention(H, C, T, config.kv_latent, **where)
@@ -202,17 +197,20 @@ class Block(nn.Module):
     """Pre-norm residual block: x + attention(LN(x)), then x + MLP(LN(x)).
 
     Args:
-        config: gives C, H, the context length, dropout and which attention layer.
+        config: gives C, H, the context length, dropout, which attention layer
+            and the block spec (a family's norms, where they sit, and its MLP).
     """
 
     def __init__(self, config: GPTConfig, layer: int = 0):
         super().__init__()
-        C = config.n_embed
-        self.ln1 = nn.LayerNorm(C)
+        C, spec = config.n_embed, config.block
+        self.ln1 = nn.LayerNorm(C) if spec is None else spec.norm(C, "before")
         self.attn = make_attention(config, layer)
         self.drop = nn.Dropout(config.dropout)
-        self.ln2 = nn.LayerNorm(C)
-        self.mlp = MLP(config)
+        self.ln2 = nn.LayerNorm(C) if spec is None else spec.norm(C, "before")
+        self.mlp = MLP(config) if spec is None else spec.mlp(C)
+        self.post1 = no_norm if spec is None else spec.norm(C, "after")
+        self.post2 = no_norm if spec is None else spec.norm(C, "after")
 
     def forward(self, x: torch.Tensor, cache=None, *, return_weights=False):
         """x (B, T, C) -> (B, T, C); with return_weights, also the attention
@@ -223,8 +221,8 @@ class Block(nn.Module):
         cached = () if cache is None else (cache,)  # the per-head layer takes none
         out = self.attn(self.ln1(x), *cached, return_weights=return_weights)
         out, weights = out if return_weights else (out, None)
-        x = x + self.drop(out)  # positions exchange information
-        x = x + self.mlp(self.ln2(x))  # each position works on what it gathered
+        x = x + self.drop(self.post1(out))  # positions exchange information
+        x = x + self.post2(self.mlp(self.ln2(x)))  # each works on what it gathered
         return (x, weights) if return_weights else x
 
 
@@ -259,22 +257,22 @@ class GPT(nn.Module):
         if not isinstance(config, GPTConfig):
             raise TypeError(f"config must be a GPTConfig, got {type(config)}")
         self.config = config
-        V, C = config.vocab_size, config.n_embed
-        self.tok_emb = nn.Embedding(V, C)  # row v: the vector of token v
+        V, C, spec = config.vocab_size, config.n_embed, config.block
+        embedding = nn.Embedding if spec is None else spec.embedding
+        self.tok_emb = embedding(V, C)  # row v: the vector of token v
         if config.position == "learned":  # row t: position t, learned
             self.pos_emb = nn.Embedding(config.context_length, C)
         self.drop = nn.Dropout(config.dropout)
         self.blocks = nn.ModuleList(
             [Block(config, i) for i in range(config.n_layer)]
         )
-        self.ln_f = nn.LayerNorm(C)  # the stream is a sum of L blocks' outputs
+        # the stream is a sum of L blocks' outputs
+        self.ln_f = nn.LayerNorm(C) if spec is None else spec.norm(C, "final")
         self.lm_head = nn.Linear(C, V, bias=False)  # row v scores token v as next
         if config.tie_weights:
             # One (V, C) matrix both reads tokens in and scores them out: V * C
             # fewer parameters, and each token's two roles learn from each other.
             self.lm_head.weight = self.tok_emb.weight
-        if config.block is not None:  # a published family's norms and MLP
-            config.block.fit(self)  # (snippets/blocks.py)
         self.apply(self._init_weights)
 
     @staticmethod
@@ -378,29 +376,6 @@ class GPT(nn.Module):
         if idx.device.type == "cpu":  # elsewhere, reading the ids waits for the
             check_ids(idx, c.vocab_size)  # device: generate checks them, once
 
-    @classmethod
-    def from_per_head(cls, model: "GPT") -> "GPT":
-        """A "fused" GPT computing exactly the function of the "per-head" model.
-
-        Args:
-            model: a GPT whose config has attention="per-head".
-
-        Returns:
-            A new GPT with attention="fused" and the same weights, on the same
-                device and dtype.
-        """
-        if not isinstance(model, GPT) or model.config.attention != "per-head":
-            raise TypeError("model must be a GPT with attention='per-head'")
-        weight = model.lm_head.weight
-        new = cls(dataclasses.replace(model.config, attention="fused"))
-        new = new.to(device=weight.device, dtype=weight.dtype)
-        for new_block, block in zip(new.blocks, model.blocks, strict=True):
-            new_block.attn = CausalSelfAttention.from_multihead(block.attn)
-        # Every other parameter has the same name and shape in both models.
-        rest = {k: v for k, v in model.state_dict().items() if ".attn." not in k}
-        new.load_state_dict({**new.state_dict(), **rest})
-        return new
-
 
 # --8<-- [end:gpt]
 
@@ -458,7 +433,7 @@ def parameter_count(config: GPTConfig) -> int:
     head = 0 if config.tie_weights else V * C  # no bias; tied: counted already
     linear = (config.layer_types or ()).count("linear")  # Gated DeltaNet blocks
     H, D = config.linear_state or (config.n_head, C // config.n_head)
-    gdn = linear_parameters(LinearSpec(H, C, D, D))  # snippets/linear_layers.py
+    gdn = LinearSpec(H, C, D, D).parameters()  # snippets/linear_layers.py
     total = embeddings + L * block + linear * (gdn - attention) + layer_norm + head
     # layers and block: their pieces' counts instead (snippets/blocks.py)
     return total + recount(config, block - attention, attention, layer_norm)

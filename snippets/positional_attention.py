@@ -127,5 +127,7 @@ class PositionalMultiHeadAttention(MultiHeadAttention):
     def new_cache(self, batch_size, max_length, *, window=None, sinks=0):
         raise TypeError(
             "the per-head layer keeps no keys: a cache needs the batched layer; "
-            "convert the model with GPT.from_per_head(model)"
+            "make the GPT with attention='fused' and copy the weights over "
+            "(CausalSelfAttention.from_multihead(layer) for each block's "
+            "attention; every other weight has the same name)"
         )

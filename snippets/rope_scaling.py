@@ -25,6 +25,7 @@ import math
 import torch
 
 from snippets.positions import apply_rope, rope_frequencies
+from snippets.spec import Spec
 
 # --8<-- [end:imports]
 
@@ -45,7 +46,7 @@ SCALINGS = ("default", "linear", "dynamic", "yarn", "llama3", "proportional")
 
 # --8<-- [start:spec]
 @dataclasses.dataclass(frozen=True)
-class RopeSpec:
+class RopeSpec(Spec):
     """How one layer turns its queries and keys.
 
     Args:

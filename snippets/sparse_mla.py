@@ -25,9 +25,10 @@ import torch.nn as nn
 
 from snippets.checks import check_positive_int
 from snippets.layer_schedule import visible
-from snippets.mla import LatentAttention, MLASpec, mla_parameters
+from snippets.mla import LatentAttention, MLASpec
 from snippets.rope_scaling import RopeSpec, rotate
 from snippets.sparse_attention import index_scores
+from snippets.spec import LayerSpec, Spec
 
 # --8<-- [end:imports]
 
@@ -40,8 +41,6 @@ __all__ = [
     "Choice",
     "SparseLatentAttention",
     "DSASpec",
-    "dsa_layer",
-    "dsa_parameters",
     "sparse_gathered",
     "position_temperature",
     "TemperedLatentAttention",
@@ -77,7 +76,7 @@ def turn_part(x: torch.Tensor, rope: RopeSpec, dims: int, pairs: str, offset=0):
 
 # --8<-- [start:indexer]
 @dataclasses.dataclass(frozen=True)
-class IndexerSpec:
+class IndexerSpec(Spec):
     """A DSA indexer's numbers (DeepSeek-V3.2: 64 heads of 128, RoPE on 64,
     half pairs, top_k 2048; rope_dims 0: no RoPE, as GLM-5-Next's)."""
 
@@ -228,7 +227,7 @@ class SparseLatentAttention(LatentAttention):
 
 
 @dataclasses.dataclass(frozen=True)
-class DSASpec:
+class DSASpec(LayerSpec):
     """One DSA layer as a GPT's per-layer spec: its MLA and its indexer.
 
     indexer None: the layer reuses an earlier layer's choice (a "shared" layer
@@ -260,20 +259,17 @@ class DSASpec:
     def n_head(self) -> int:
         return self.mla.n_head
 
+    def build(self) -> nn.Module:
+        return SparseLatentAttention(self.mla, self.indexer)
 
-def dsa_layer(spec: DSASpec) -> SparseLatentAttention:
-    """The layer a DSASpec describes."""
-    return SparseLatentAttention(spec.mla, spec.indexer)
-
-
-def dsa_parameters(spec: DSASpec) -> int:
-    """The parameters of dsa_layer(spec), counted by hand: the MLA's, and the
-    indexer's queries (from the query latent), key, key LayerNorm and weights."""
-    if spec.indexer is None:
-        return mla_parameters(spec.mla)
-    heads, E, C = spec.indexer.n_head, spec.indexer.head_size, spec.mla.n_embed
-    indexer = spec.mla.q_rank * heads * E + C * E + 2 * E + C * heads
-    return mla_parameters(spec.mla) + indexer
+    def parameters(self) -> int:
+        """build()'s parameters, counted by hand: the MLA's, and the indexer's
+        queries (from the query latent), key, key LayerNorm and weights."""
+        if self.indexer is None:
+            return self.mla.parameters()
+        heads, E, C = self.indexer.n_head, self.indexer.head_size, self.n_embed
+        indexer = self.mla.q_rank * heads * E + C * E + 2 * E + C * heads
+        return self.mla.parameters() + indexer
 
 
 # --8<-- [start:gathered]

@@ -19,9 +19,6 @@ from snippets.blocks import (
     GatedMLP,
     RMSNorm,
     ScaledEmbedding,
-    SpecBlock,
-    layer_parameters,
-    make_layer,
     no_norm,
 )
 from snippets.cache import ModelCache
@@ -128,8 +125,10 @@ def test_a_tied_head_keeps_the_scaled_embeddings_matrix():
     "norms, before, after", [("pre", True, False), ("pre+post", True, True), ("post", False, True)]
 )
 def test_where_the_norms_sit(norms, before, after):
-    block = GPT(config(BlockSpec(hidden=8, norms=norms))).blocks[0]
-    assert isinstance(block, SpecBlock)
+    gpt = GPT(config(BlockSpec(hidden=8, norms=norms)))
+    block = gpt.blocks[0]
+    assert type(gpt.ln_f) is RMSNorm and type(gpt.tok_emb) is nn.Embedding
+    assert type(block) is Block and isinstance(block.mlp, GatedMLP)
     for name, present in (("ln1", before), ("ln2", before), ("post1", after), ("post2", after)):
         assert isinstance(getattr(block, name), RMSNorm) == present, name
         assert (getattr(block, name) is no_norm) == (not present), name
@@ -138,18 +137,19 @@ def test_where_the_norms_sit(norms, before, after):
 def test_the_teaching_block_is_unchanged():
     block = Block(GPTConfig(n_embed=C, n_head=4))
     assert [name for name, _ in block.named_children()] == ["ln1", "attn", "drop", "ln2", "mlp"]
-    assert not hasattr(block, "post1") and type(GPT(GPTConfig()).blocks[0]) is Block
+    assert block.post1 is no_norm and block.post2 is no_norm  # no module, no weight
+    assert type(block.ln1) is nn.LayerNorm and type(block.mlp).__name__ == "MLP"
+    gpt = GPT(GPTConfig())
+    assert type(gpt.tok_emb) is nn.Embedding and type(gpt.ln_f) is nn.LayerNorm
     assert "layers" not in repr(GPTConfig()) and "block" not in repr(GPTConfig())
 
 
 def test_a_spec_builds_its_layer():
-    assert isinstance(make_layer(SPECS[0]), ConfigurableAttention)
+    assert isinstance(SPECS[0].build(), ConfigurableAttention)
+    assert SPECS[0].build().spec is SPECS[0]
     names = r"\['AttentionSpec', 'MLASpec', 'LinearSpec', 'DSASpec', 'CompressedSpec'\]"
-    names += ", got BlockSpec"
-    with pytest.raises(TypeError, match=r"a layer spec must be one of " + names):
-        make_layer(BlockSpec(hidden=8))
-    with pytest.raises(TypeError, match=r"a layer spec must be one of " + names):
-        layer_parameters(BlockSpec(hidden=8))
+    with pytest.raises(TypeError, match=r"layers\[1\] must be one of " + names + ", got BlockSpec"):
+        GPTConfig(n_embed=C, n_head=4, position="none", layers=(SPECS[0], BlockSpec(hidden=8)))
 
 
 def test_a_dsa_layer_that_reuses_another_layers_choice_is_refused_by_name():
@@ -166,9 +166,7 @@ def test_a_dsa_layer_that_reuses_another_layers_choice_is_refused_by_name():
 
 @pytest.mark.parametrize("spec", SPECS, ids=range(len(SPECS)))
 def test_a_layer_counts_its_parameters(spec):
-    assert layer_parameters(spec) == sum(
-        p.numel() for p in ConfigurableAttention(spec).parameters()
-    )
+    assert spec.parameters() == sum(p.numel() for p in ConfigurableAttention(spec).parameters())
 
 
 @pytest.mark.parametrize(

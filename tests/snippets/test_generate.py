@@ -20,6 +20,7 @@ from snippets.generate import (
     stream,
 )
 from snippets.model import GPT, GPTConfig
+from tests.snippets.equivalence import from_per_head
 
 CONFIG = GPTConfig(vocab_size=20, context_length=24, n_embed=32, n_head=4, n_layer=2)
 
@@ -253,9 +254,11 @@ def test_a_cache_that_ignores_earlier_positions_would_differ():
 
 def test_cache_needs_the_fused_layer_and_has_a_capacity():
     per_head = make(dataclasses.replace(CONFIG, attention="per-head"))
-    with pytest.raises(TypeError, match="the per-head layer keeps no keys.*from_per_head"):
+    with pytest.raises(
+        TypeError, match="the per-head layer keeps no keys.*attention='fused'.*from_multihead"
+    ):
         generate(per_head, ids(1, 3), 2, greedy=True)
-    fused = GPT.from_per_head(per_head).eval()
+    fused = from_per_head(per_head).eval()
     assert torch.equal(
         generate(fused, ids(1, 3), 8, greedy=True),
         generate(per_head, ids(1, 3), 8, greedy=True, kv_cache=False),

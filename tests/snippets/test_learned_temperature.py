@@ -185,3 +185,16 @@ def test_bad_specs_are_named():
         XQueryIndexer(dataclasses.replace(INDEXER, pairs="half"), 32, None)
     with pytest.raises(ValueError, match=r"rope_dims \(6\)"):
         XQueryIndexer(dataclasses.replace(INDEXER, rope_dims=6), 32, LearnedRope(ROPE, 4))
+
+
+def test_a_large4_spec_builds_no_layer_alone_and_a_gpt_refuses_it():
+    from snippets.model import GPTConfig
+
+    with pytest.raises(TypeError, match=r"Large4Spec builds no layer alone.*\(spec, indexer\)"):
+        SPEC.build()  # MLASpec's would be a LatentAttention, the wrong layer
+    with pytest.raises(TypeError, match=r"Large4Spec builds no layer alone"):
+        SPEC.parameters()
+    with pytest.raises(TypeError, match=r"layers\[0\] must be one of .*, got Large4Spec"):
+        GPTConfig(
+            n_embed=SPEC.n_embed, n_head=SPEC.n_head, n_layer=1, layers=(SPEC,), position="none"
+        )

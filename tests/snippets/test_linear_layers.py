@@ -8,7 +8,7 @@ import torch
 from snippets.kda import KimiDeltaAttention
 from snippets.lightning import LightningAttention
 from snippets.linear_attention import GatedDeltaNet
-from snippets.linear_layers import RULES, LinearSpec, linear_layer, linear_parameters
+from snippets.linear_layers import RULES, LinearSpec
 from snippets.mamba2 import Mamba2
 
 SIZES = [(4, 32, 8, 6), (2, 24, 4, 8), (1, 16, 16, 2)]  # (H, C, K, V)
@@ -36,13 +36,13 @@ def test_every_rule_has_its_layer():
 @pytest.mark.parametrize("sizes", SIZES, ids=str)
 def test_the_count_by_hand_is_the_layers(rule, sizes):
     spec = spec_of(rule, *sizes)
-    layer = linear_layer(spec)
-    assert linear_parameters(spec) == sum(p.numel() for p in layer.parameters())
+    layer = spec.build()
+    assert spec.parameters() == sum(p.numel() for p in layer.parameters())
 
 
 @pytest.mark.parametrize("rule", KINDS)
 def test_the_layer_is_the_rules_at_the_specs_sizes(rule):
-    layer = linear_layer(spec_of(rule, 4, 32, 8, 6, chunk_size=16))
+    layer = spec_of(rule, 4, 32, 8, 6, chunk_size=16).build()
     V = 8 if rule == "lightning" else 6
     assert type(layer) is KINDS[rule] and layer.chunk_size == 16
     assert (layer.n_head, layer.head_k, layer.head_v) == (4, 8, V)  # Mamba2: N = 8, P = 6

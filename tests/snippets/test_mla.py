@@ -12,12 +12,12 @@ import pytest
 import torch
 from torch.testing import assert_close
 
-from snippets.as_specs import as_specs
 from snippets.cache import ModelCache
 from snippets.kv_heads import MultiHeadLatentAttention
-from snippets.mla import LatentAttention, MLASpec, from_kv_heads, mla_parameters
+from snippets.mla import LatentAttention, MLASpec
 from snippets.model import GPT, GPTConfig, parameter_count
 from snippets.rope_scaling import RopeSpec
+from tests.snippets.equivalence import as_specs, from_kv_heads
 
 SPEC = MLASpec(
     n_embed=32,
@@ -126,7 +126,7 @@ def test_no_rope_part_at_all_is_mla_without_positions():
     ids=["q-rank", "q-rank-bias", "no-rope", "bias", "kv-heads-form", "no-proj-bias"],
 )
 def test_the_count_by_hand_is_the_layers(spec):
-    assert mla_parameters(spec) == sum(p.numel() for p in LatentAttention(spec).parameters())
+    assert spec.parameters() == sum(p.numel() for p in LatentAttention(spec).parameters())
 
 
 @pytest.mark.parametrize("position", ["learned", "none"])
@@ -150,7 +150,7 @@ def test_the_kv_heads_mla_is_this_layer_with_its_extra_parts_off(position):
     for ours, its in steps:
         assert_close(ours, its, rtol=1e-12, atol=1e-12)
     count = sum(p.numel() for p in simple.parameters())
-    assert mla_parameters(spec) == count == sum(p.numel() for p in layer.parameters())
+    assert spec.parameters() == count == sum(p.numel() for p in layer.parameters())
     with pytest.raises(ValueError, match=r"position='alibi': LatentAttention adds no ALiBi"):
         from_kv_heads(MultiHeadLatentAttention(4, 32, 16, 8, position="alibi"))
     with pytest.raises(TypeError, match=r"must be a MultiHeadLatentAttention, got LatentAttention"):

@@ -1,6 +1,7 @@
 """Tests for snippets/model.py: the claims the transformer page makes, measured."""
 
 import dataclasses
+import hashlib
 import re
 
 import pytest
@@ -8,6 +9,7 @@ import torch
 from torch.testing import assert_close
 
 from snippets.model import GPT, Block, GPTConfig, parameter_count
+from tests.snippets.equivalence import from_per_head
 
 # Small sizes: the whole file runs in a few seconds on 2 CPU cores.
 SMALL = GPTConfig(vocab_size=40, context_length=16, n_embed=32, n_head=4, n_layer=2)
@@ -112,7 +114,7 @@ def test_tied_weights_are_one_tensor_trained_by_both_uses():
 @pytest.mark.parametrize("tie", [False, True], ids=["untied", "tied"])
 def test_fused_and_per_head_compute_the_same_function(tie):
     per_head = make(dataclasses.replace(SMALL, attention="per-head", tie_weights=tie))
-    fused = GPT.from_per_head(per_head)
+    fused = from_per_head(per_head)
     assert fused.config.attention == "fused"
     assert fused.config.tie_weights == tie
     assert (fused.lm_head.weight is fused.tok_emb.weight) == tie
@@ -141,7 +143,7 @@ def test_fused_and_per_head_compute_the_same_function(tie):
 
 def test_from_per_head_rejects_a_fused_model():
     with pytest.raises(TypeError, match=re.escape("model must be a GPT with attention='per-head'")):
-        GPT.from_per_head(make())
+        from_per_head(make())
 
 
 # --- positions --------------------------------------------------------------------------
@@ -248,3 +250,35 @@ def test_gpt_needs_a_config():
         TypeError, match=re.escape("config must be a GPTConfig, got <class 'dict'>")
     ):
         GPT({"vocab_size": 10})
+
+
+# sha256 (first 16 hex digits) of GPT(GPTConfig(**changes)).state_dict() after
+# torch.manual_seed(0), recorded before Block took its pieces from config.block:
+# the teaching GPT's names, order and initial weights, kept so that a model
+# retrained from the same seed is the committed one.
+SEEDED = {
+    "plain": ({}, "5287a4981bd66b90"),
+    "per-head, rope": ({"attention": "per-head", "position": "rope"}, "d0742d7c5f354132"),
+    "grouped, alibi, tied": (
+        {"n_kv_head": 2, "position": "alibi", "tie_weights": True},
+        "1c7e4a0765031755",
+    ),
+    "mla": ({"attention": "mla", "kv_latent": 8}, "2f9c543180b09cf6"),
+    "tamed": (
+        {"qk_norm": "head", "soft_cap": 30.0, "sinks": True, "gate": "elementwise"},
+        "8d56ca030b1b3b7c",
+    ),
+    "linear": ({"layer_types": ("linear", "softmax")}, "667722220b0ed126"),
+}
+
+
+@pytest.mark.parametrize("name", SEEDED)
+def test_the_seeded_initial_weights_are_the_recorded_ones(name):
+    changes, digest = SEEDED[name]
+    torch.manual_seed(0)
+    state = GPT(GPTConfig(**changes)).state_dict()
+    h = hashlib.sha256()
+    for key, tensor in state.items():
+        h.update(key.encode())
+        h.update(tensor.numpy().tobytes())
+    assert h.hexdigest()[:16] == digest

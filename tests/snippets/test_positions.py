@@ -21,6 +21,7 @@ from snippets.positions import (
     rope_frequencies,
     sinusoidal_positions,
 )
+from tests.snippets.equivalence import from_per_head
 
 
 def randn(*shape: int, seed: int = 1, dtype=torch.float32) -> torch.Tensor:
@@ -198,7 +199,7 @@ def test_per_head_and_fused_models_agree(position):
     config = dataclasses.replace(SMALL, attention="per-head", position=position)
     torch.manual_seed(0)
     per_head = GPT(config)
-    fused = GPT.from_per_head(per_head)
+    fused = from_per_head(per_head)
     assert fused.config.position == position
     idx, targets = ids(3, 12), ids(3, 12, seed=2)
     logits_p, loss_p = per_head(idx, targets)

@@ -1,16 +1,17 @@
-"""Tests for snippets/as_specs.py: a teaching layer as the spec layer of the same
-function, and what it refuses by name. The whole-GPT check of every teaching variant
+"""Tests for tests/snippets/equivalence.py's as_spec_layer and as_specs: a teaching layer
+as the spec layer of the same function, and what it refuses by name (from_per_head and
+from_kv_heads: in test_model and test_mla). The whole-GPT check of every teaching variant
 is a column of the protocol matrix (tests/snippets/test_protocol.py)."""
 
 import pytest
 import torch
 from torch.testing import assert_close
 
-from snippets.as_specs import as_spec_layer, as_specs
 from snippets.configurable import ConfigurableAttention
 from snippets.kv_heads import GroupedQueryAttention
 from snippets.model import GPT, GPTConfig
 from snippets.taming import TamedAttention
+from tests.snippets.equivalence import as_spec_layer, as_specs
 
 
 def noisy(layer):

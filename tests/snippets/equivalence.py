@@ -1,12 +1,17 @@
-"""The teaching GPT as a GPT of per-layer specs: one mechanism, two spellings.
+"""Equivalence proofs the tests use: a teaching model or layer rebuilt as the
+package's other spelling of the same function, its weights carried over.
 
-GPTConfig's teaching fields (attention, n_kv_head, kv_latent, layer_types and
-the taming pieces) build the readable layers of the first pages, each laid out
-for reading; `layers` builds today's families' layers from specs.
-as_specs(model) rebuilds a teaching GPT from specs alone, its weights carried
-over, computing the same logits: every teaching option is one option of a spec.
-ALiBi, a bias no spec layer adds, is refused by name. Shape letters: B batch, T
-positions, C channels, H heads, G key/value heads, D head size.
+- from_per_head: a "per-head" GPT as a "fused" one (the attention page's two
+  layers are one function);
+- from_kv_heads: the kv-heads page's MLA as snippets/mla.py's LatentAttention
+  with its extra parts off;
+- as_specs, as_spec_layer: a GPT of GPTConfig's teaching fields as a GPT of
+  per-layer specs (every teaching option is one option of a spec; ALiBi, a bias
+  no spec layer adds, is refused by name).
+
+They were package code; a reader builds the model they mean instead. Shape
+letters: B batch, T positions, C channels, H heads, G key/value heads, D head
+size, R the latent's width.
 """
 
 import dataclasses
@@ -20,13 +25,66 @@ from snippets.configurable import AttentionSpec, ConfigurableAttention
 from snippets.kv_heads import GroupedQueryAttention, MultiHeadLatentAttention
 from snippets.linear_attention import GatedDeltaNet
 from snippets.linear_layers import LinearSpec
-from snippets.mla import from_kv_heads
+from snippets.mla import LatentAttention, MLASpec
 from snippets.model import GPT
 from snippets.positional_attention import PositionalMultiHeadAttention
 from snippets.rope_scaling import RopeSpec
 from snippets.taming import TamedAttention
 
-__all__ = ["as_specs", "as_spec_layer"]
+__all__ = ["from_per_head", "from_kv_heads", "as_specs", "as_spec_layer"]
+
+
+def from_per_head(model: GPT) -> GPT:
+    """A "fused" GPT computing exactly the function of the "per-head" model.
+
+    Args:
+        model: a GPT whose config has attention="per-head".
+
+    Returns:
+        A new GPT with attention="fused" and the same weights, on the same
+            device and dtype.
+    """
+    if not isinstance(model, GPT) or model.config.attention != "per-head":
+        raise TypeError("model must be a GPT with attention='per-head'")
+    weight = model.lm_head.weight
+    new = GPT(dataclasses.replace(model.config, attention="fused"))
+    new = new.to(device=weight.device, dtype=weight.dtype)
+    for new_block, block in zip(new.blocks, model.blocks, strict=True):
+        new_block.attn = CausalSelfAttention.from_multihead(block.attn)
+    # Every other parameter has the same name and shape in both models.
+    rest = {k: v for k, v in model.state_dict().items() if ".attn." not in k}
+    new.load_state_dict({**new.state_dict(), **rest})
+    return new
+
+
+@torch.no_grad()
+def from_kv_heads(mla: MultiHeadLatentAttention) -> LatentAttention:
+    """The kv-heads page's MLA as a LatentAttention computing exactly what it does.
+
+    That layer is this one with its extra parts switched off: no decoupled
+    RoPE key (rope_head_size 0), no query latent, no latent norm, heads of
+    D = C / H, a bias on the output projection only. Its key and value
+    up-projections are kv_up's rows, head by head: [keys (D) | values (D)].
+    ALiBi, a bias this layer does not add, is refused.
+    """
+    if not isinstance(mla, MultiHeadLatentAttention):
+        got = type(mla).__name__
+        raise TypeError(f"mla must be a MultiHeadLatentAttention, got {got}")
+    if mla.position == "alibi":
+        raise ValueError("position='alibi': LatentAttention adds no ALiBi bias to its scores")
+    H, C, R = mla.n_head, mla.n_embed, mla.kv_latent
+    D = C // H
+    spec = MLASpec(C, H, R, D, 0, D, rope=None, latent_norm=False, proj_bias=True)
+    weight = mla.proj.weight
+    layer = LatentAttention(spec).to(device=weight.device, dtype=weight.dtype)
+    layer.q_proj.weight.copy_(mla.query.weight)
+    layer.kv_down.weight.copy_(mla.kv_down.weight)
+    keys = mla.key_up.weight.view(H, D, R)  # head h: rows h*D .. h*D + D - 1
+    values = mla.value_up.weight.view(H, D, R)
+    layer.kv_up.weight.copy_(torch.cat([keys, values], dim=1).view(2 * C, R))
+    layer.proj.load_state_dict(mla.proj.state_dict())
+    return layer
+
 
 TEACHING = (CausalSelfAttention, GroupedQueryAttention, TamedAttention)
 
