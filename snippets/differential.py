@@ -126,7 +126,8 @@ class DiffAttention(nn.Module):
         self.v = nn.Linear(C, G * D, bias=s.bias)
         self.proj = nn.Linear(H * D, C, bias=s.bias)
         for name in ("lambda_q1", "lambda_k1", "lambda_q2", "lambda_k2"):
-            setattr(self, name, nn.Parameter(0.1 * torch.randn(D)))  # paper's init
+            # N(0, 0.1), the paper's: each exp near 1, so lambda near lambda_init
+            setattr(self, name, nn.Parameter(0.1 * torch.randn(D)))
         self.lambda_init = lambda_init(s.depth)
 
     def lam(self) -> torch.Tensor:
@@ -160,6 +161,8 @@ class DiffAttention(nn.Module):
         scores = q @ k.transpose(-2, -1) * s.head_size**-0.5  # (B, H, T, T_all)
         mask = visible(k_pos[-T:], k_pos)  # (T, T_all): causal
         weights = scores.masked_fill(~mask, float("-inf")).softmax(dim=-1)
+        # The maps subtracted before the values, as the paper writes it (DiffLlama
+        # subtracts after, two fused calls: the same numbers, by linearity).
         y = differential_map(weights, self.lam()) @ v  # (B, H / 2, T, 2D)
         y = (1 - self.lambda_init) * rms_norm(y, None, s.eps)  # each head alone
         y = self.proj(y.transpose(1, 2).reshape(B, T, -1))  # (B, T, C)
