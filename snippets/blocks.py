@@ -7,7 +7,8 @@ snippets/model.py's GPTConfig takes two of these:
   AttentionSpec builds a ConfigurableAttention, an MLASpec DeepSeek's
   LatentAttention, a LinearSpec a linear layer (Gated DeltaNet, Kimi Delta
   Attention, Mamba2, lightning), a DSASpec DeepSeek-V3.2's sparse MLA, a
-  CompressedSpec DeepSeek-V4's compressed attention. Each layer takes
+  CompressedSpec DeepSeek-V4's compressed attention, a DiffAttentionSpec
+  differential attention (snippets/differential.py). Each layer takes
   `forward(x, cache=None, *, return_weights=False)` and makes its own cache
   with `new_cache(batch_size, max_length)`, so the GPT, generate and
   gpt_attention run it as they run the teaching layers. Another kind of
@@ -33,6 +34,7 @@ import torch.nn.functional as F
 from snippets.checks import check_positive_int
 from snippets.compressed_attention import CompressedSpec
 from snippets.configurable import AttentionSpec
+from snippets.differential import DiffAttentionSpec
 from snippets.linear_layers import LinearSpec
 from snippets.mla import MLASpec
 from snippets.sparse_mla import DSASpec
@@ -55,7 +57,14 @@ __all__ = [
 # The layer specs a GPT's `layers` takes, each building its own layer (not
 # Large4Spec, an MLASpec whose layer takes an indexer too). Imported here,
 # each is listed in SPECS: a checkpoint's GPTConfig reads back any of them.
-GPT_LAYERS = (AttentionSpec, MLASpec, LinearSpec, DSASpec, CompressedSpec)
+GPT_LAYERS = (
+    AttentionSpec,
+    MLASpec,
+    LinearSpec,
+    DSASpec,
+    CompressedSpec,
+    DiffAttentionSpec,
+)
 
 # GPTConfig's fields that a per-layer spec replaces, with their defaults.
 REPLACED = {

@@ -147,7 +147,10 @@ def test_the_teaching_block_is_unchanged():
 def test_a_spec_builds_its_layer():
     assert isinstance(SPECS[0].build(), ConfigurableAttention)
     assert SPECS[0].build().spec is SPECS[0]
-    names = r"\['AttentionSpec', 'MLASpec', 'LinearSpec', 'DSASpec', 'CompressedSpec'\]"
+    names = (
+        r"\['AttentionSpec', 'MLASpec', 'LinearSpec', 'DSASpec', 'CompressedSpec', "
+        r"'DiffAttentionSpec'\]"
+    )
     with pytest.raises(TypeError, match=r"layers\[1\] must be one of " + names + ", got BlockSpec"):
         GPTConfig(n_embed=C, n_head=4, position="none", layers=(SPECS[0], BlockSpec(hidden=8)))
 

@@ -23,6 +23,7 @@ from snippets.cache import LayerCache, ModelCache
 from snippets.checkpoint import config_data, config_from_data, save_checkpoint
 from snippets.compressed_attention import CompressedSpec
 from snippets.configurable import AttentionSpec, ConfigurableAttention
+from snippets.differential import DiffAttentionSpec
 from snippets.generate import generate
 from snippets.linear_layers import LinearSpec
 from snippets.mla import LatentAttention, MLASpec
@@ -114,6 +115,12 @@ VARIANTS = {
             )
         ),
         "n_layer": 3,
+        "position": "none",
+    },
+    # Differential attention (Ye et al. 2024): two softmax maps per head, subtracted;
+    # lambda_init by each layer's depth.
+    "spec-differential": {
+        "layers": (DiffAttentionSpec(32, 4, 2, 8), DiffAttentionSpec(32, 4, 4, 8, depth=1)),
         "position": "none",
     },
 }

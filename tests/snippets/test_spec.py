@@ -25,6 +25,7 @@ def test_importing_the_gpt_lists_every_spec_its_config_can_hold():
         "BlockSpec",
         "CompressedSpec",
         "DSASpec",
+        "DiffAttentionSpec",
         "IndexerSpec",
         "LinearSpec",
         "MLASpec",
