@@ -130,4 +130,3 @@ def test_every_lesson_page_of_the_site_keeps_the_rule():
         if page not in NOT_YET
     }
     assert not any(found.values()), {page: p for page, p in found.items() if p}
-
