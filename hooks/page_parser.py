@@ -83,7 +83,7 @@ class Site:
     """What the harness needs from mkdocs.yml: the include expander and the pages in nav."""
 
     expand: object  # expand(lines) -> lines, the site's own pymdownx snippet preprocessor
-    nav: set[str] | None  # pages in nav, relative to docs_dir; None when mkdocs.yml has no nav
+    nav: set[str] | None  # pages in nav or not_in_nav, relative to docs_dir; None: no nav
     docs_dir: Path  # the site's pages; pages elsewhere (a test's throw-away page) have no nav
 
 
@@ -99,6 +99,13 @@ def load_site(config_file: Path) -> Site:
     )
     nav = None if config["nav"] is None else set(_nav_pages(config["nav"]))
     docs_dir = Path(config["docs_dir"]).resolve()
+    if nav is not None and config["not_in_nav"] is not None:
+        # Pages kept out of the nav on purpose (mkdocs.yml's not_in_nav: the contributors'
+        # page, linked from the footer) are built as the nav's are, and count as placed.
+        for page in docs_dir.rglob("*.md"):
+            rel = page.relative_to(docs_dir).as_posix()
+            if config["not_in_nav"].match_file(rel):
+                nav.add(rel)
     return Site(expand=md.preprocessors["snippet"].run, nav=nav, docs_dir=docs_dir)
 
 

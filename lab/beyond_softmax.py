@@ -1,4 +1,4 @@
-"""The "Beyond full softmax" page's measurements: cost per doubling of T, and recall.
+"""The linear and sparse attention pages' measurements: cost per doubling of T, and recall.
 
     python -m lab.beyond_softmax cost              # docs/assets/results/beyond-softmax-cost.json
     python -m lab.beyond_softmax recall            # docs/assets/results/beyond-softmax-recall.json
@@ -329,7 +329,7 @@ if __name__ == "__main__":
 
 
 # ------------------------------------------------------------------ the page's results
-# Rendered into docs/beyond-softmax.md by the build (hooks/results.py).
+# Rendered into docs/beyond-softmax.md and docs/sparse-attention.md by the build (hooks/results.py).
 
 
 def cost_result() -> str:

@@ -3,7 +3,7 @@
     python -m lab.todays_cost           # T = 512 .. 8192, the page's numbers (minutes)
     python -m lab.todays_cost --quick   # T = 512 .. 2048, C = 128, 1 round: seconds
 
-Every piece of "Attention in today's models" behind the one layer protocol, at the sizes
+Every piece of the today's-models pages behind the one layer protocol, at the sizes
 of one small but realistic layer (C = 512, 8 heads), beside dense causal softmax at the
 same sizes: a whole-sequence forward (a prefill) of B = 1 under no_grad, float32, one
 thread. Each repeat times every piece once in turn (snippets.measure.time_interleaved);

@@ -1,4 +1,4 @@
-"""The page "Attention in today's models": the oracle's differences and the speed.
+"""The family catalogue's measurements: the oracle's differences and the speed.
 
     python -m lab.todays_models           # compare every family, time the layer
     python -m lab.todays_models --quick   # fewer timing rounds
@@ -210,7 +210,7 @@ if __name__ == "__main__":
 
 
 # ------------------------------------------------------------------ the page's results
-# Rendered into docs/todays-models.md by the build (hooks/results.py) from the result file.
+# Rendered into docs/families.md by the build (hooks/results.py) from the result file.
 
 
 def compared_result() -> str:

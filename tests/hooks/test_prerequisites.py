@@ -43,13 +43,16 @@ def problems(site, name, markdown=None, meta=None):
     )
 
 
-def test_the_nav_is_in_sections_with_the_api_reference_last(site):
+def test_the_nav_is_a_core_path_then_deep_dives_with_the_api_reference_last(site):
     order, reference, _, nav = site
     titles = [item.title for item in nav.items]
-    assert titles[0] == "Home" and titles[-1] == "API reference", titles
-    assert all(item.is_section for item in nav.items[1:]), "every page but Home in a section"
-    assert len(nav.items) >= 6, titles
+    assert titles == ["Home", "Core path", "Deep dives (optional)", "API reference"], titles
+    core = nav.items[1]
+    assert all(item.is_section for item in core.children), "the core path is in sections"
+    assert len(core.children) >= 6, [item.title for item in core.children]
+    assert all(item.is_page for item in nav.items[2].children), "deep dives are pages"
     assert order[-len(reference) :] == [p for p in order if p in reference]
+    assert "contributing.md" not in order, "Writing a page is linked from the footer"
 
 
 def test_every_real_page_keeps_the_reading_order(site):
@@ -84,7 +87,7 @@ def test_a_next_link_that_skips_a_page_is_caught(site):
     text = site[2]["positions.md"][0]
     planted = text.replace("## Next\n", "## Next\n\nOn to [the model](transformer.md).\n", 1)
     found = problems(site, "positions.md", markdown=planted)
-    assert any("must be the next page of the nav, positions-measured.md" in p for p in found)
+    assert any("must be the next page of the nav, attention-cost.md" in p for p in found)
 
 
 def test_next_after_further_reading_is_caught(site):
