@@ -34,8 +34,15 @@ def example_tensors() -> dict[str, torch.Tensor]:
     X, W_Q, W_K, W_V = (torch.tensor(EXAMPLE[n], dtype=torch.float32) for n in EXAMPLE)
     Q, K, values = X @ W_Q, X @ W_K, X @ W_V  # (4, 3) @ (3, 2) -> (4, 2)
     out, weights = scaled_dot_product_attention(Q, K, values, causal_mask(4))
-    return {"X": X, "Q": Q, "K": K, "values": values, "scores": Q @ K.T,
-            "weights": weights, "out": out}  # fmt: skip
+    return {
+        "X": X,
+        "Q": Q,
+        "K": K,
+        "values": values,
+        "scores": Q @ K.T,
+        "weights": weights,
+        "out": out,
+    }
 
 
 def _grid(ax, x0, y0, numbers, color, label, *, shade=None, hidden=None, fmt="{:g}", w=1.0):
@@ -60,9 +67,11 @@ def _grid(ax, x0, y0, numbers, color, label, *, shade=None, hidden=None, fmt="{:
 
 def _arrow(ax, start, end, text="", *, side="above"):
     ax.annotate(
-        "", xy=end, xytext=start,
+        "",
+        xy=end,
+        xytext=start,
         arrowprops={"arrowstyle": "-|>", "color": INK, "lw": 1, "shrinkA": 2, "shrinkB": 2},
-    )  # fmt: skip
+    )
     if text:
         x, y = (start[0] + end[0]) / 2, (start[1] + end[1]) / 2
         dy = -0.25 if side == "above" else 0.35
@@ -80,24 +89,42 @@ def one_head_figure():
     # Row 1: X, then its three projections.
     _grid(ax, 0, 1, t["X"], COLORS[0], "X (T, C)")
     for n, (name, label, color) in enumerate(
-        [("Q", "Q = X W_Q", COLORS[1]), ("K", "K = X W_K", COLORS[2]),
-         ("values", "X W_V", COLORS[3])]  # fmt: skip
+        [
+            ("Q", "Q = X W_Q", COLORS[1]),
+            ("K", "K = X W_K", COLORS[2]),
+            ("values", "X W_V", COLORS[3]),
+        ]
     ):
         _grid(ax, 5 + 3.5 * n, 1, t[name], color, label)
     _arrow(ax, (3.1, 3), (4.9, 3), "× W")
     # Row 2: the scores, masked, and the weights after the softmax.
     _grid(ax, 0, 8, t["scores"], COLORS[4], "scores Q Kᵀ", hidden=future)
-    _grid(ax, 6.6, 8, t["weights"], COLORS[4], "weights", shade=t["weights"],
-          hidden=future, fmt="{:.2f}", w=1.4)  # fmt: skip
+    _grid(
+        ax,
+        6.6,
+        8,
+        t["weights"],
+        COLORS[4],
+        "weights",
+        shade=t["weights"],
+        hidden=future,
+        fmt="{:.2f}",
+        w=1.4,
+    )
     _arrow(ax, (4.1, 10.8), (6.5, 10.8), "softmax\n(·/√D)")
     _arrow(ax, (6, 5.2), (2, 7.3), "Q, K")
     # Row 3: the output, the weights times the values (straight down from X W_V).
-    _grid(ax, 10.6, 14.5, t["out"], COLORS[3], "out = weights @ X W_V", fmt="{:.2f}",
-          w=1.4)  # fmt: skip
+    _grid(ax, 10.6, 14.5, t["out"], COLORS[3], "out = weights @ X W_V", fmt="{:.2f}", w=1.4)
     _arrow(ax, (9.4, 12.2), (10.9, 13.3))
     _arrow(ax, (13, 5.2), (13, 13.3))
-    ax.text(0, 13.2, "row t: query t\ncolumn s: key s\n–: a future key,\n   weight 0",
-            ha="left", va="top", linespacing=1.3)  # fmt: skip
+    ax.text(
+        0,
+        13.2,
+        "row t: query t\ncolumn s: key s\n–: a future key,\n   weight 0",
+        ha="left",
+        va="top",
+        linespacing=1.3,
+    )
     ax.set_xlim(-0.3, 14.3)
     ax.set_ylim(18.8, -0.2)
     ax.set_aspect("equal")
@@ -144,8 +171,7 @@ def head_split_figure(T: int = 4, H: int = 3, D: int = 2):
         for t in range(T):
             for d in range(D):
                 cell(h * 0.6 + d, y1 + h * 0.6 + t, h)
-    ax.text(right + 0.1, y1 + T / 2 + 0.6, "(B, H, T, D)\na (T, D) matrix\nper head",
-            va="center")  # fmt: skip
+    ax.text(right + 0.1, y1 + T / 2 + 0.6, "(B, H, T, D)\na (T, D) matrix\nper head", va="center")
     ax.set_xlim(-0.3, 13.5)
     ax.set_ylim(y1 + T + (H - 1) * 0.6 + 0.3, -1.3)
     ax.set_aspect("equal")
