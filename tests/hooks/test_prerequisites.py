@@ -87,7 +87,7 @@ def test_a_next_link_that_skips_a_page_is_caught(site):
     text = site[2]["positions.md"][0]
     planted = text.replace("## Next\n", "## Next\n\nOn to [the model](transformer.md).\n", 1)
     found = problems(site, "positions.md", markdown=planted)
-    assert any("must be the next page of the nav, attention-cost.md" in p for p in found)
+    assert any("must be the next page of the nav, fused-attention.md" in p for p in found)
 
 
 def test_next_after_further_reading_is_caught(site):
