@@ -102,6 +102,8 @@ class Plan:
     content: tuple[str, ...] = ()  # every other page, sorted
     content_full: dict[str, str] = dataclasses.field(default_factory=dict)  # page -> why
     history: str = ""  # where the list of changed files came from, in words
+    key: tuple[int | None, str] = (None, "")  # the rotation's number and its source
+    changed: frozenset[str] | None = None  # the files changed lately (None: not known)
 
     def every_check(self, page: str) -> bool:
         if page in self.api:
@@ -223,7 +225,7 @@ def plan(
     api = tuple(sorted(html))
     full = _api_full(api, html, number, source)
     if changes is None:
-        return Plan(api, full, source if api else "no API page")
+        return Plan(api, full, source if api else "no API page", key=(number, source))
     content = tuple(sorted(p for p in pages if p not in html))
     content_full: dict[str, str] = {}
     slot = (number or 0) % ROTATION_PERIOD
@@ -235,7 +237,9 @@ def plan(
             )
         elif i % ROTATION_PERIOD == slot:
             content_full[page] = f"the rotation: {source}, % {ROTATION_PERIOD} = {slot}"
-    return Plan(api, full, source, content, content_full, changes.source)
+    return Plan(
+        api, full, source, content, content_full, changes.source, (number, source), changes.changed
+    )
 
 
 def _api_full(api, html, number, source) -> dict[str, str]:

@@ -428,71 +428,50 @@ def test_no_layout_shift(site_report):
 
 
 def test_api_pages_get_the_cheap_checks_and_three_get_every_check(
-    site_report, built_site, site_server
+    site_report, built_site, check_plan
 ):
-    """The decisions of issues 33 and 48 (tests/browser/tiers.py), against what the run did:
-    every page ran every cheap check; of the API pages (every mkdocstrings page under
-    /reference/), exactly three ran every check: the largest, the one with the most formulas
-    (while none has one: the next in the rotation) and the one at N % (those left); of the
-    other pages, exactly those changed in the last 10 commits (their source or an included
-    file) and those at the rotation's slot N % 5. N is tiers.rotation_key's (git's commit
-    count here; the first pages without git, as in a copy of the files)."""
+    """Issues 33 and 48 (tests/browser/tiers.py) against what the run did: every page ran every
+    cheap check; exactly three API pages (mkdocstrings pages under /reference/) ran every check:
+    the largest, the most formulas (none: the next in the rotation), the one at N % (those
+    left); of the other pages exactly those whose source or included file changed in the last
+    10 commits and those at the rotation's slot N % 5. N and the changed files are the plan's
+    (tiers.rotation_key and tiers.history, tested in test_browser_tiers.py)."""
     cheap, expensive = set(tiers.CHEAP), set(tiers.EXPENSIVE)
     covered = {"check_phone_overflow": "check_phone_fit"}  # a part of the other check
-    lost = [
-        f"{r['page']}: {check}"
-        for r in site_report
-        for check in sorted(cheap)
-        if check not in r["ran"] and covered.get(check) not in r["ran"]
-    ]
+    ran = {r["page"]: set(r["ran"]) for r in site_report}
+    lost = [f"{p}: {c}" for p in ran for c in cheap - ran[p] if covered.get(c) not in ran[p]]
     assert not lost, f"cheap checks not run: {lost}"
     # Worked out here from the built files and the sources, apart from tiers.plan().
-    api = sorted(
-        r["page"]
-        for r in site_report
-        if r["page"].startswith("/reference/")
-        and r["page"] != "/reference/"
-        and 'class="doc doc-object' in tiers.page_file(built_site, r["page"]).read_text("utf-8")
-    )
+    text = {p: tiers.page_file(built_site, p).read_text("utf-8") for p in ran}
+    api = sorted(p for p in text if p.startswith("/reference/") and "doc doc-object" in text[p])
     assert len(api) >= 25, api  # the ~30 modules of snippets/
-    size = {p: tiers.page_file(built_site, p).stat().st_size for p in api}
-    largest = max(api, key=lambda p: (size[p], p))
-    math = {p: tiers.page_file(built_site, p).read_text("utf-8").count('"arithmatex"') for p in api}
+    largest = max(api, key=lambda p: (len(text[p].encode("utf-8")), p))
+    math = {p: text[p].count('"arithmatex"') for p in api}
     chosen = [largest]
     if max(v for p, v in math.items() if p != largest):
         chosen.append(max((p for p in api if p != largest), key=lambda p: (math[p], p)))
     rest = [p for p in api if p not in chosen]
-    number, _ = tiers.rotation_key(ROOT)
+    number = check_plan.key[0]
     at = (number or 0) % len(rest)
     chosen += [rest[(at + n) % len(rest)] for n in range(3 - len(chosen))]
     every = sorted(r["page"] for r in site_report if r["every_check"] and r["page"] in api)
     assert every == sorted(chosen), f"every check on {every}, not on {sorted(chosen)}"
     content = sorted(r["page"] for r in site_report if r["page"] not in api)
-    changed = tiers.history(ROOT).changed or frozenset()
-    expected = []
+    changed, expected = check_plan.changed or frozenset(), []
     for i, page in enumerate(content):
         stem = page.strip("/").removesuffix(".html") or "index"
-        source = next(
-            (
-                f"docs/{name}"
-                for name in (f"{stem}/index.md", f"{stem}.md", f"{stem}.py", f"{stem}.ipynb")
-                if (ROOT / "docs" / name).is_file()
-            ),
-            None,
-        )
-        text = (ROOT / source).read_text(encoding="utf-8") if source else ""
-        files = {source, *re.findall(r'--8<-- "([^":]+)', text)} - {None}
-        if files & changed or i % tiers.ROTATION_PERIOD == (number or 0) % 5:
+        found = [f"docs/{stem}{end}" for end in ("/index.md", ".md", ".py", ".ipynb")]
+        source = next((f for f in found if (ROOT / f).is_file()), "")
+        md = (ROOT / source).read_text(encoding="utf-8") if source else ""
+        files = {source, *re.findall(r'--8<-- "([^":]+)', md)}
+        if files & changed or i % 5 == (number or 0) % 5:
             expected.append(page)
     got = sorted(r["page"] for r in site_report if r["every_check"] and r["page"] in content)
     assert got == expected, f"every check on {got}, not on {expected}"
     for r in site_report:
-        if r["every_check"]:
-            assert expensive <= set(r["ran"]), (r["page"], sorted(expensive - set(r["ran"])))
-            assert r["checks"].startswith("every check ("), r
-        else:
-            assert not expensive & set(r["ran"]), r
-            assert r["checks"].startswith("cheap checks ("), r
+        assert (expensive <= ran[r["page"]]) == r["every_check"], (r["page"], ran[r["page"]])
+        assert not expensive & ran[r["page"]] or r["every_check"], r
+        assert r["checks"].startswith("every check (" if r["every_check"] else "cheap checks ("), r
     table = BROWSER_TABLE.read_text(encoding="utf-8")
     assert all(f"{p} (" in table for p in chosen + expected), table  # the table names them
 
