@@ -1,13 +1,16 @@
-# The two commands of the README. Both create the virtual environment on first use.
-#   make serve   preview the site at http://127.0.0.1:8000 (rebuilds when docs/, snippets/ or lab/ change)
-#   make test    run the whole test suite: modules, every page's code blocks, the strict build
+# The commands of the README. Each creates the virtual environment on first use.
+#   make serve      preview the site at http://127.0.0.1:8000 (rebuilds when docs/, snippets/ or lab/ change)
+#   make test-page  one page: its blocks, its download, its browser checks (PAGE=docs/x.md)
+#   make test-fast  every test but the portability reruns and the browser (under 90 s)
+#   make build      the strict build into site/, as CI's deploy runs it
+#   make test       the whole test suite: what CI runs
 
 VENV ?= .venv
 PYTHON ?= python3
 BIN := $(VENV)/bin
 export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: serve test test-page test-latest build clean
+.PHONY: serve test test-fast test-page test-latest build clean
 
 $(BIN)/.installed: requirements.txt pyproject.toml tools/package-lock.json
 	@command -v npm >/dev/null || { echo "Node.js and npm are needed: the build typesets the \
@@ -26,6 +29,11 @@ serve: $(BIN)/.installed
 
 test: $(BIN)/.installed
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# The quick loop over everything: the modules, every page's blocks, the strict build and the
+# downloads; not the pages' reruns under other CPU settings, not the browser.
+test-fast: $(BIN)/.installed
+	$(BIN)/python -m pytest -m "not browser and not portability" $(PYTEST_ARGS)
 
 # One page, for a contributor's loop: its blocks, its download and its browser checks, side by
 # side (tests/browser/one_page.py): make test-page PAGE=docs/attention.md

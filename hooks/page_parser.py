@@ -128,6 +128,33 @@ def _nav_pages(entry):
             yield from _nav_pages(value)
 
 
+_INCLUDED = re.compile(r"""--8<--\s+["'](?P<file>[^"':]+)(?::(?P<section>[^"']+))?["']""")
+_SECTION_START = re.compile(r"--8<-- \[start:(?P<name>[^\]]+)\]")
+
+
+def include_hint(line: str, root: Path) -> str:
+    """What to write instead, for an include line that failed: the sections its file has
+    (and the nearest to the one asked for), or the files of its folder."""
+    import difflib
+
+    m = _INCLUDED.search(line)
+    if not m:
+        return ""
+    path = root / m["file"]
+    if not path.is_file():
+        folder = path.parent
+        names = sorted(p.name for p in folder.glob("*.py")) if folder.is_dir() else []
+        near = difflib.get_close_matches(path.name, names, n=1)
+        return f". No file {m['file']}" + (f": did you mean {near[0]}?" if near else "")
+    if not m["section"]:
+        return ""
+    sections = list(dict.fromkeys(_SECTION_START.findall(path.read_text(encoding="utf-8"))))
+    near = difflib.get_close_matches(m["section"], sections, n=1)
+    return f". {m['file']} has the sections: {', '.join(sections) or 'none'}" + (
+        f". Did you mean '{near[0]}'?" if near else ""
+    )
+
+
 def parse_page(path: Path, root: Path, expand) -> list[Block]:
     """Find the fenced blocks of a page, expand their includes and attach directives."""
     rel = path.relative_to(root).as_posix()
@@ -185,7 +212,9 @@ def parse_page(path: Path, root: Path, expand) -> list[Block]:
             try:
                 expanded = expand([raw]) if "8<-" in raw else [raw]
             except Exception as err:  # pymdownx's SnippetMissingError and friends
-                raise PageError(f"{rel}:{i + 1}: include failed: {err}") from err
+                raise PageError(
+                    f"{rel}:{i + 1}: include failed: {err}{include_hint(raw, root)}"
+                ) from None
             for text in expanded:
                 body.append(text[len(indent) :] if text.startswith(indent) else text.lstrip())
                 line_map.append(i + 1)

@@ -13,9 +13,11 @@ other jobs' too), and the difference.
 
 The summary names the longest chain (the unit of tests/xdist_scheduling.py that took longest:
 no run can be shorter), each worker's busy time and the five slowest tests. On a full run (no
-paths, no -k or -m), a wall time over the budget (--time-budget, 200 s; the moonshot is 150 s)
+paths, no -k or -m), a wall time over the budget (--time-budget, 300 s; the moonshot is 200 s)
 is reported loudly, and never fails the run: the same code has taken 290-337 s of pytest on
-this 2-core machine as its neighbours' load changed (issue 33).
+this 2-core machine as its neighbours' load changed (issue 33). The budget is issue 48's
+decision: 300 s for a clean clone on a quiet 2-core machine (moonshot 200 s), reported with the
+machine's load.
 """
 
 from __future__ import annotations
@@ -31,8 +33,8 @@ import pytest
 
 from tests.xdist_scheduling import scope_of
 
-BUDGET_S = 200.0  # the suite's budget: pytest's wall time on 2 cores, for a clean clone
-MOONSHOT_S = 150.0  # the time it aims at beyond the budget
+BUDGET_S = 300.0  # the suite's budget: pytest's wall time on 2 cores, for a clean clone
+MOONSHOT_S = 200.0  # the time it aims at beyond the budget
 _START = pytest.StashKey[float]()  # per test: CPU seconds at setup
 _RUN = pytest.StashKey["SuiteTime"]()
 
@@ -101,6 +103,7 @@ class SuiteTime:
         self.config = config
         self.start = time.monotonic()
         self.machine_start = machine_cpu_seconds()
+        self.load_start = os.getloadavg()[0]
         self.machine_cpu: float | None = None
         self.wall: dict[str, float] = defaultdict(float)  # nodeid -> seconds, all phases
         self.cpu: dict[str, float] = {}
@@ -133,7 +136,9 @@ class SuiteTime:
         cpu = sum(self.cpu.values())
         write(
             f"wall {self.elapsed:.1f} s (budget {budget:g} s on 2 cores); CPU {cpu:.1f} s in "
-            f"the tests and the processes they started (2-core floor {cpu / 2:.1f} s)"
+            f"the tests and the processes they started (2-core floor {cpu / 2:.1f} s); "
+            f"load average (1 min) {self.load_start:.1f} at the start, "
+            f"{os.getloadavg()[0]:.1f} at the end"
         )
         if self.machine_cpu is not None:
             write(

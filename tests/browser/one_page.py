@@ -5,8 +5,9 @@
 Three things run side by side, and each says what it found:
 
 - the page's blocks, as the suite runs them (`pytest PAGE -n 0`, a process of its own);
-- a build of that page alone (mkdocs with every other page excluded: not strict, since the
-  page's links to the others are then dangling; the suite's strict build stays the judge),
+- a build of that page alone (mkdocs with every other page excluded, not strict: its warnings
+  are kept and the ones about this page count as failures, since the suite's strict build
+  would stop on them),
   then its "Run this page" script run from an empty folder by tests/pages/run_downloads.py
   with the venv's Python on one thread (the suite runs it against the wheel, in a throw-away
   environment, on torch's default threads),
@@ -16,14 +17,21 @@ Three things run side by side, and each says what it found:
   `make build` made one, else .cache/one-page/whole/ (built on the first run, about a
   minute, and again whenever mkdocs.yml is newer than the build: a new page's links).
 
-Exit status 1 if anything failed.
+Before them, what can be read from the sources at once: the page is in the nav, each of its
+includes names a file and a section that exist, and the page before it in the nav links it
+first under its `## Next` (the build checks every page's `## Next` against the nav).
+
+Every failure ends the output with one short paragraph under "What to fix": the file, the
+line and the fix. Exit status 1 if anything failed.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import difflib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -42,26 +50,212 @@ def _elapsed(start: float) -> str:
     return f"{time.perf_counter() - start:.1f} s"
 
 
-def build_page(page: str, out: Path) -> None:
-    """The site with only ``page`` (relative to docs/) built into ``out``."""
-    code = (
-        "import sys\n"
-        "from mkdocs.commands.build import build\n"
-        "from mkdocs.config import load_config\n"
-        "page, out = sys.argv[1], sys.argv[2]\n"
-        "keep = '\\n'.join(['*.md', '*.py', '!/' + page])\n"
-        "cfg = load_config('mkdocs.yml', site_dir=out, exclude_docs=keep)\n"
-        "build(cfg)\n"
-    )
+BUILD = """\
+import json, logging, sys
+from mkdocs.commands.build import build
+from mkdocs.config import load_config
+
+page, out = sys.argv[1], sys.argv[2]
+found = []
+
+
+class Keep(logging.Handler):
+    def emit(self, record):
+        found.append(record.getMessage())
+
+
+logging.getLogger("mkdocs").addHandler(Keep(logging.WARNING))
+keep = "\\n".join(["*.md", "*.py", "!/" + page])
+error = None
+try:
+    build(load_config("mkdocs.yml", site_dir=out, exclude_docs=keep, strict=False))
+except BaseException as err:  # a hook's PluginError, an include that failed, ...
+    error = f"{type(err).__name__}: {err}"
+print(json.dumps({"warnings": found, "error": error}))
+"""
+
+
+def build_page(page: str, out: Path) -> tuple[list[str], str | None]:
+    """The site with only ``page`` (relative to docs/) built into ``out``, not strict: the
+    build's warnings and its error (None: it built)."""
     proc = subprocess.run(
-        [sys.executable, "-c", code, page, str(out)],
+        [sys.executable, "-c", BUILD, page, str(out)],
         cwd=ROOT,
         env=ENV,
         capture_output=True,
         text=True,
     )
-    if proc.returncode:
-        raise RuntimeError(f"the build of {page} failed:\n{proc.stderr[-3000:]}")
+    try:
+        told = json.loads(proc.stdout.strip().splitlines()[-1])
+    except (IndexError, ValueError):
+        return [], f"the build crashed:\n{proc.stderr[-3000:]}"
+    return told["warnings"], told["error"]
+
+
+def nav_order(entry) -> list[str]:
+    """The nav's pages in reading order, the API reference section left out (as
+    hooks/prerequisites.py does)."""
+    from hooks import prerequisites
+
+    if isinstance(entry, str):
+        return [] if "://" in entry else [entry]
+    if isinstance(entry, dict):
+        return [
+            page
+            for title, value in entry.items()
+            if title != prerequisites.REFERENCE
+            for page in nav_order(value)
+        ]
+    return [page for value in entry or [] for page in nav_order(value)]
+
+
+def line_of(path: Path, needle: str, default: int = 1, start: bool = False) -> int:
+    """The first line of ``path`` holding ``needle`` (1-based), or starting with it."""
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if line.startswith(needle) if start else needle in line:
+            return n
+    return default
+
+
+def _rel(path: Path) -> str:
+    return path.relative_to(ROOT).as_posix()
+
+
+def read_nav() -> list:
+    """mkdocs.yml's nav, its own tags (!!python/name:..., !ENV) read as nothing."""
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    Loader.add_multi_constructor("", lambda loader, suffix, node: None)
+    config = yaml.load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"), Loader=Loader)
+    return config.get("nav") or []
+
+
+def front_matter(text: str) -> dict:
+    import yaml
+
+    m = re.match(r"---\n(.*?)\n---\n", text, re.S)
+    return (yaml.safe_load(m[1]) or {}) if m else {}
+
+
+def source_fixes(page: str) -> list[str]:
+    """What the sources say at once: the page in the nav, its includes, and the reading
+    order's demands on its neighbours (the page before it, the home page's learning path),
+    by hooks/prerequisites.py's own rules. One paragraph each."""
+    from hooks import page_parser, prerequisites
+
+    fixes = []
+    docs, file = ROOT / "docs", ROOT / "docs" / page
+    nav = read_nav()
+    if page not in set(page_parser._nav_pages(nav)):
+        fixes.append(
+            f"{_rel(file)} is not in the nav, so no reader can reach it and the strict build "
+            f"stops. Fix: add `- Title: {page}` under `nav:` in mkdocs.yml (line "
+            f"{line_of(ROOT / 'mkdocs.yml', 'nav:', start=True)}) where it comes in the reading "
+            "order; then the page before it links it first under its `## Next`."
+        )
+    for n, line in enumerate(file.read_text(encoding="utf-8").splitlines(), 1):
+        m = page_parser._INCLUDED.search(line) if "--8<--" in line else None
+        if not m:
+            continue
+        target = ROOT / m["file"]
+        if not target.is_file() or (
+            m["section"] and f"[start:{m['section']}]" not in target.read_text(encoding="utf-8")
+        ):
+            named = f"{m['file']}:{m['section']}" if m["section"] else m["file"]
+            fixes.append(
+                f"{_rel(file)}:{n}: the include `{named}` names no "
+                f"{'section' if target.is_file() else 'file'} that exists"
+                f"{page_parser.include_hint(line, ROOT)} Fix: an existing name on that line."
+            )
+    order = nav_order(nav)
+    if page not in order:
+        return fixes
+    here = order.index(page)
+    neighbours = {order[here - 1]} if here else set()
+    neighbours |= {prerequisites.HOME} - {page}
+    for other in sorted(neighbours):
+        path = docs / other
+        if not path.is_file() or not other.endswith(".md"):
+            continue
+        text = path.read_text(encoding="utf-8")
+        problems = prerequisites.page_problems(other, text, front_matter(text), order, set())
+        for problem in problems:
+            if "'## Next'" in problem:
+                at = line_of(path, "## Next")
+                fix = f"make {page} the first link under its `## Next`"
+            elif "'Learning path'" in problem:
+                at = line_of(path, "## Learning path")
+                fix = f"link {page} in its `## Learning path`, in nav order"
+            else:
+                continue  # the neighbour's own business
+            fixes.append(
+                f"{_rel(path)}:{at}: {problem}. Fix: {fix} (the build checks every page's "
+                'place in the reading order; contributing.md, "The shape of a page").'
+            )
+    return fixes
+
+
+_NOT_FOUND = re.compile(
+    r"contains a link '(?P<link>[^']+)', but the target (?:'[^']*' )?is not found"
+)
+
+
+def build_fixes(page: str, warnings: list[str], error: str | None) -> list[str]:
+    """The build's warnings and error about ``page``, one paragraph each (what source_fixes
+    already said, the nav and the includes, is not said twice)."""
+    file = ROOT / "docs" / page
+    fixes = []
+    pages = sorted(p.relative_to(ROOT / "docs").as_posix() for p in (ROOT / "docs").rglob("*.md"))
+    for warning in warnings:
+        m = _NOT_FOUND.search(warning)
+        if m and f"'{page}'" in warning:
+            link = m["link"]
+            near = difflib.get_close_matches(link.split("#")[0], pages, n=1)
+            fixes.append(
+                f"{_rel(file)}:{line_of(file, '(' + link)}: the link to {link} finds no page "
+                "(the strict build stops). Fix: link a page that exists"
+                + (f" (did you mean {near[0]}?)" if near else "")
+                + ", or add the page and its nav line."
+            )
+    if error and "out of reading order" in error:
+        problems = [p.strip() for p in error.split("\n")[1:] if p.strip()]
+        for problem in problems:
+            at = "## Next" if "Next" in problem else "requires:"
+            fixes.append(
+                f"{_rel(file)}:{line_of(file, at)}: {problem}. Fix: change that line "
+                "(contributing.md, the reading order)."
+            )
+    elif error and "Snippet" not in error:  # an include's fault is said by source_fixes
+        fixes.append(f"{_rel(file)}: the build of the page failed: {error.splitlines()[-1]}")
+    return fixes
+
+
+_MISMATCH = re.compile(
+    r"the block at (?P<block>\S+:\d+) printed something other than its Output block at "
+    r"(?P<output>\S+:\d+)"
+)
+_FAILED_AT = re.compile(r"^FAILED (?P<page>\S+\.md)::line (?P<line>\d+)", re.M)
+
+
+def block_fixes(page_rel: str, out: str) -> list[str]:
+    """The failed blocks, one paragraph each: an Output that differs says how to update it."""
+    fixes, said = [], set()
+    for m in _MISMATCH.finditer(out):
+        said.add(m["block"])
+        fixes.append(
+            f"{m['output']}: the Output block is not what the block at {m['block']} prints "
+            "(first difference above). Fix: if the change is on purpose, write the new output "
+            f"into the page with `.venv/bin/python -m pytest {page_rel} --update-output -n 0 -q`"
+            " and read the diff; if not, the code is wrong."
+        )
+    for m in _FAILED_AT.finditer(out):
+        where = f"{m['page']}:{m['line']}"
+        if where not in said:
+            fixes.append(f"{where}: the block failed (its error is above). Fix: the code.")
+    return fixes
 
 
 def current(site: Path) -> bool:
@@ -163,44 +357,73 @@ def main(page_arg: str) -> int:
             f"PAGE={page_arg!r} is not a Markdown page under docs/ (docs/attention.md)"
         )
     page = page_file.relative_to(docs).as_posix()
+    page_rel = _rel(page_file)
     name = page.removesuffix(".md")
     path = "" if name == "index" else f"{name.removesuffix('/index')}/"
     start = time.perf_counter()
     blocks = subprocess.Popen(
-        [sys.executable, "-m", "pytest", str(page_file.relative_to(ROOT)), "-n", "0", "-q"]
+        [sys.executable, "-m", "pytest", page_rel, "-n", "0", "-q"]
         + ["-p", "no:cacheprovider", "--no-header"],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
     )
+    fixes = source_fixes(page)
     built = CACHE / "page"
     shutil.rmtree(built, ignore_errors=True)
-    build_page(page, built)
-    print(f"built {page} alone: {_elapsed(start)}", flush=True)
+    warnings, error = build_page(page, built)
+    fixes += build_fixes(page, warnings, error)
+    print(f"built {page} alone: {_elapsed(start)}" + (" (it failed)" if error else ""), flush=True)
     from hooks import page_downloads
 
     def timed(check, *args):
         begin = time.perf_counter()
-        return check(*args), _elapsed(begin)
+        try:
+            return check(*args), _elapsed(begin)
+        except Exception as err:  # a crash is this check's problem; the others' results stay
+            return [f"the check crashed: {type(err).__name__}: {err}"], _elapsed(begin)
 
-    with concurrent.futures.ThreadPoolExecutor(2) as pool:
-        download = pool.submit(timed, check_download, built, page_downloads.download_name(page))
-        browser = pool.submit(timed, check_in_browser, built, path)
-        results, took = {}, {}
-        for what, future in (("download", download), ("browser", browser)):
-            results[what], took[what] = future.result()
+    results, took = {}, {}
+    if error:
+        for what in ("download", "browser"):
+            results[what], took[what] = [], "not run: the page did not build"
+    else:
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            download = pool.submit(timed, check_download, built, page_downloads.download_name(page))
+            browser = pool.submit(timed, check_in_browser, built, path)
+            for what, future in (("download", download), ("browser", browser)):
+                results[what], took[what] = future.result()
+    out, _ = blocks.communicate()
     for what, problems in results.items():
         verdict = "ok" if not problems else f"{len(problems)} problem(s)"
-        print(f"{what}: {verdict} ({took[what]}, once the page was built)")
+        if took[what].startswith("not run"):
+            verdict, took[what] = took[what], ""
+        when = f" ({took[what]}, once the page was built)" if took[what] else ""
+        print(f"{what}: {verdict}{when}")
         for problem in problems:
             print(f"  {problem}")
-    out, _ = blocks.communicate()
+        # A download that prints another output than the page: the blocks' fault says it.
+        if problems and not (what == "download" and _MISMATCH.search(out)):
+            fixes.append(
+                f"{page_rel}: the {what} check found {len(problems)} problem(s), listed under "
+                f"'{what}:' above. Fix: the page (contributing.md says what each check wants)."
+            )
     print(f"blocks ({page}): {out.strip().splitlines()[-1] if out.strip() else 'no output'}")
     if blocks.returncode:
         print(out[-6000:])
+        said = block_fixes(page_rel, out)
+        # The nav and an include's fault are said by source_fixes already.
+        if not said and not re.search(r"^FAILED \S+::nav\b|: include failed: ", out, re.M):
+            said = [f"{page_rel}: its blocks did not pass (the output above). Fix: what it names."]
+        fixes += said
     print(f"test-page {page}: {_elapsed(start)} in all")
-    return int(bool(blocks.returncode or any(results.values())))
+    failed = bool(blocks.returncode or any(results.values()) or fixes)
+    if fixes:
+        print(f"\nWhat to fix ({len(fixes)}):")
+        for fix in dict.fromkeys(fixes):
+            print(f"\n- {fix}")
+    return int(failed)
 
 
 if __name__ == "__main__":

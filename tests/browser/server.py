@@ -7,6 +7,7 @@ import http.server
 import os
 import posixpath
 import threading
+import time
 import urllib.parse
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -22,6 +23,14 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--disable-quic",
 ]
+
+
+# The pace a page's HTML is sent at (_Handler.copyfile): at once unless GUIDE_TRICKLE_S (or a
+# test) sets a pause. 16 kB every 0.15 s made the reference index without its table rule shift
+# by 0.165 on 3 loads of 3 (at once: 0 of 3), but costs about a second a page: the suite's
+# visit of every page does not use it, tests/pages/test_browser_planted.py's shift test does.
+TRICKLE_BYTES = int(os.environ.get("GUIDE_TRICKLE_BYTES", "16000"))
+TRICKLE_S = float(os.environ.get("GUIDE_TRICKLE_S", "0"))
 
 
 def missing_browser() -> str | None:
@@ -73,6 +82,19 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
 
     def log_message(self, *args):  # keep the test output clean
         pass
+
+    def copyfile(self, source, outputfile):
+        """A page's HTML in pieces, TRICKLE_BYTES every TRICKLE_S, as over a slow network:
+        the browser parses and paints each piece before the next arrives, so a layout that
+        depends on what comes later (a table's columns on its last rows) shifts on every load,
+        not only when a busy machine happens to paint mid-parse. Other files at once."""
+        if not TRICKLE_S or not getattr(source, "name", "").endswith(".html"):
+            return super().copyfile(source, outputfile)
+        while piece := source.read(TRICKLE_BYTES):
+            outputfile.write(piece)
+            outputfile.flush()
+            time.sleep(TRICKLE_S)
+        return None
 
 
 class SiteServer:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
 import time
 import urllib.parse
@@ -20,6 +21,14 @@ RENDER_TIMEOUT_MS = 20_000
 STEP_MS = 300
 NO_DIAGRAM_STEP_MS = 50
 QUIET_S = 0.3  # no new request for this long: the page's own loads are done
+# The CPU slowdown the page loads under, up to its first screen and quiet (CDP's
+# Emulation.setCPUThrottlingRate); the scroll-through and the checks run at full speed.
+# Off by default (1): on 2026-12-07 here, 4x did not make a shifting page shift on every load
+# (the reference index without its table rule: 0 of 3 loads at 4x, 2 of 3 at 8x; /conventions/
+# 2 of 3 at 4x, 0 of 3 at 1x), and it doubled the browser's time. What does make a table's
+# late columns shift on every load is a slow network: tests/browser/server.py's trickle.
+# GUIDE_CPU_THROTTLE=4 loads at a quarter speed, to look for shifts by hand.
+LOAD_THROTTLE = float(os.environ.get("GUIDE_CPU_THROTTLE", "1"))
 SEARCH_INDEX = "search/search_index.json"
 
 
@@ -40,6 +49,7 @@ class Visit:
     diagram_waits: list = dataclasses.field(default_factory=list)  # ms, per diagram
     first_screen_diagrams: int = 0  # diagrams (drawn or not) that start on the first screen
     search_index: str = "the site's"  # or "one page's": see SiteBrowser.visit
+    throttle: float = 1.0  # the CPU slowdown the page loaded under (LOAD_THROTTLE)
     render_problem: str | None = None
     console_errors: list = dataclasses.field(default_factory=list)
     page_errors: list = dataclasses.field(default_factory=list)
@@ -137,6 +147,7 @@ class SiteBrowser:
         cold: bool = True,
         timeout_ms: int = RENDER_TIMEOUT_MS,
         whole_search_index: bool = True,
+        throttle: float | None = None,
     ) -> Visit:
         """Load ``url`` (with an empty HTTP cache unless ``cold`` is false), wait for the first
         screen, note what was fetched before any scroll, then scroll down through the page,
@@ -144,13 +155,18 @@ class SiteBrowser:
 
         Unless ``whole_search_index``, the page's search worker gets an index of one page: the
         whole site's index takes the browser 0.6-1.2 s of CPU to build on every page load,
-        and every page loads the same worker and the same index."""
-        visit = self.current = Visit(url=url, page=self.page)
+        and every page loads the same worker and the same index.
+
+        The load, up to quiet, runs with the CPU slowed ``throttle`` times (LOAD_THROTTLE):
+        its first-screen time is a slowed machine's, its layout shifts those it shows."""
+        throttle = LOAD_THROTTLE if throttle is None else throttle
+        visit = self.current = Visit(url=url, page=self.page, throttle=throttle)
         if not whole_search_index:
             visit.search_index = "one page's"
         page = self.page
         if cold:
             self._cdp.send("Network.clearBrowserCache")
+        self._cdp.send("Emulation.setCPUThrottlingRate", {"rate": throttle})
         page.goto(url, wait_until="commit")
         try:
             handle = page.wait_for_function(js("first-screen"), polling="raf", timeout=timeout_ms)
@@ -169,6 +185,7 @@ class SiteBrowser:
         self._wait_until_quiet(visit)
         visit.urls_before_scroll = list(visit.urls)
         visit.cls_before_scroll = page.evaluate("() => window.__cls")
+        self._cdp.send("Emulation.setCPUThrottlingRate", {"rate": 1})
         visit.transferred = page.evaluate(
             """() => [...performance.getEntriesByType("navigation"),
                       ...performance.getEntriesByType("resource")]

@@ -155,7 +155,10 @@ class CodeBlockItem(pytest.Item):
                 block,
                 f"the block at {block.where} printed something other than its Output "
                 f"block at {output.where}\n--- page shows ---\n{expected}\n"
-                f"--- code printed ---\n{actual}\n{first_difference(expected, actual)}",
+                f"--- code printed ---\n{actual}\n{first_difference(expected, actual)}\n"
+                f"If the change is on purpose: .venv/bin/python -m pytest {block.page} "
+                "--update-output -n 0 -q writes what the code printed into the page (then "
+                "read the diff).",
             )
 
     def repr_failure(self, excinfo):

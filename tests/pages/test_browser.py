@@ -24,7 +24,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -219,9 +218,12 @@ def _expensive_checks(page, slug: str, math: dict, results: _Results) -> bool:
 
 @pytest.fixture(scope="session")
 def check_plan(built_site, site_server, site_pages) -> tiers.Plan:
-    """Which API pages get every check (tests/browser/tiers.py), from the built site."""
+    """Which pages get every check (tests/browser/tiers.py), from the built site and the
+    history: three API pages, and the content pages changed lately or in the rotation."""
     pages = [url[len(site_server.base) - 1 :] for url in site_pages]
-    return tiers.plan(built_site, pages, tiers.rotation_key(ROOT))
+    return tiers.plan(
+        built_site, pages, tiers.rotation_key(ROOT), tiers.history(ROOT), ROOT / "docs"
+    )
 
 
 def _every_check(plan: tiers.Plan, server: bs.SiteServer, url: str) -> bool:
@@ -374,10 +376,12 @@ def test_every_page_has_its_headings_in_order(site_report):
 
 
 def test_screenshots_taken(site_report, site_server):
-    assert sum(r["dark_checked"] for r in site_report) >= 10  # every page with math or figures
+    # Every page with every check and math got the dark pass (tests/browser/tiers.py's sample).
+    full = [r for r in site_report if r["every_check"]]
+    assert all(r["dark_checked"] for r in full if r["formulas"]), full
     for r in site_report:
         if not r["every_check"]:
-            continue  # an API page with the cheap checks: no screenshot (tests/browser/tiers.py)
+            continue  # a page with the cheap checks: no screenshot (tests/browser/tiers.py)
         slug = _slug(site_server.base + r["page"].lstrip("/"), site_server.base)
         schemes = ("light", "dark") if r["dark_checked"] else ("light",)
         for variant in (f"{s}-{size}" for s in schemes for size in ("desktop", "phone")):
@@ -425,57 +429,52 @@ def test_no_layout_shift(site_report):
 
 
 def test_api_pages_get_the_cheap_checks_and_three_get_every_check(
-    site_report, built_site, site_server
+    site_report, built_site, check_plan
 ):
-    """The decision of issue 33 (tests/browser/tiers.py), against what the run did: every page
-    ran every cheap check; every page but the API pages ran every check; of the API pages
-    (every mkdocstrings page under /reference/), exactly three did: the largest, the one with
-    the most formulas (while none has one: the next in the rotation) and the one at
-    int(HEAD, 16) % (those left), HEAD from git here."""
+    """Issues 33 and 48 (tests/browser/tiers.py) against what the run did: every page ran every
+    cheap check; exactly three API pages (mkdocstrings pages under /reference/) ran every check:
+    the largest, the most formulas (none: the next in the rotation), the one at N % (those
+    left); of the other pages exactly those whose source or included file changed in the last
+    10 commits and those at the rotation's slot N % 5. N and the changed files are the plan's
+    (tiers.rotation_key and tiers.history, tested in test_browser_tiers.py)."""
     cheap, expensive = set(tiers.CHEAP), set(tiers.EXPENSIVE)
     covered = {"check_phone_overflow": "check_phone_fit"}  # a part of the other check
-    lost = [
-        f"{r['page']}: {check}"
-        for r in site_report
-        for check in sorted(cheap)
-        if check not in r["ran"] and covered.get(check) not in r["ran"]
-    ]
+    ran = {r["page"]: set(r["ran"]) for r in site_report}
+    lost = [f"{p}: {c}" for p in ran for c in cheap - ran[p] if covered.get(c) not in ran[p]]
     assert not lost, f"cheap checks not run: {lost}"
-    # Worked out here from the built files, apart from tiers.plan().
-    api = sorted(
-        r["page"]
-        for r in site_report
-        if r["page"].startswith("/reference/")
-        and r["page"] != "/reference/"
-        and 'class="doc doc-object' in tiers.page_file(built_site, r["page"]).read_text("utf-8")
-    )
+    # Worked out here from the built files and the sources, apart from tiers.plan().
+    text = {p: tiers.page_file(built_site, p).read_text("utf-8") for p in ran}
+    api = sorted(p for p in text if p.startswith("/reference/") and "doc doc-object" in text[p])
     assert len(api) >= 25, api  # the ~30 modules of snippets/
-    size = {p: tiers.page_file(built_site, p).stat().st_size for p in api}
-    largest = max(api, key=lambda p: (size[p], p))
-    math = {p: tiers.page_file(built_site, p).read_text("utf-8").count('"arithmatex"') for p in api}
+    largest = max(api, key=lambda p: (len(text[p].encode("utf-8")), p))
+    math = {p: text[p].count('"arithmatex"') for p in api}
     chosen = [largest]
     if max(v for p, v in math.items() if p != largest):
         chosen.append(max((p for p in api if p != largest), key=lambda p: (math[p], p)))
     rest = [p for p in api if p not in chosen]
-    key = (
-        os.environ.get(tiers.ROTATION_ENV)
-        or subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
-        ).stdout.strip()
-    )
-    at = int(key, 16) % len(rest)
+    number = check_plan.key[0]
+    at = (number or 0) % len(rest)
     chosen += [rest[(at + n) % len(rest)] for n in range(3 - len(chosen))]
     every = sorted(r["page"] for r in site_report if r["every_check"] and r["page"] in api)
     assert every == sorted(chosen), f"every check on {every}, not on {sorted(chosen)}"
+    content = sorted(r["page"] for r in site_report if r["page"] not in api)
+    changed, expected = check_plan.changed or frozenset(), []
+    for i, page in enumerate(content):
+        stem = page.strip("/").removesuffix(".html") or "index"
+        found = [f"docs/{stem}{end}" for end in ("/index.md", ".md", ".py", ".ipynb")]
+        source = next((f for f in found if (ROOT / f).is_file()), "")
+        md = (ROOT / source).read_text(encoding="utf-8") if source else ""
+        files = {source, *re.findall(r'--8<-- "([^":]+)', md)}
+        if files & changed or i % 5 == (number or 0) % 5:
+            expected.append(page)
+    got = sorted(r["page"] for r in site_report if r["every_check"] and r["page"] in content)
+    assert got == expected, f"every check on {got}, not on {expected}"
     for r in site_report:
-        if r["every_check"]:
-            assert expensive <= set(r["ran"]), (r["page"], sorted(expensive - set(r["ran"])))
-            assert r["page"] in api or r["checks"] == "every check", r
-        else:
-            assert r["page"] in api and not expensive & set(r["ran"]), r
-            assert r["checks"] == "cheap checks (API page)", r
+        assert (expensive <= ran[r["page"]]) == r["every_check"], (r["page"], ran[r["page"]])
+        assert not expensive & ran[r["page"]] or r["every_check"], r
+        assert r["checks"].startswith("every check (" if r["every_check"] else "cheap checks ("), r
     table = BROWSER_TABLE.read_text(encoding="utf-8")
-    assert all(f"{p} (" in table for p in chosen), table  # the table names the three
+    assert all(f"{p} (" in table for p in chosen + expected), table  # the table names them
 
 
 def test_search_finds_the_attention_page(site_browser, site_report, site_server):

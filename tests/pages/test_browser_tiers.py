@@ -2,7 +2,9 @@
 sites (no browser): the largest, the one with the most formulas, one by the commit's rotation;
 and where the rotation's number comes from."""
 
+import os
 import subprocess
+import sys
 
 import pytest
 
@@ -78,20 +80,121 @@ def test_without_git_or_variable_the_first_pages(tmp_path, monkeypatch):
     monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path))  # no repository above
     number, source = tiers.rotation_key(tmp_path)
     assert number is None and source.startswith("no git commit here")
+    assert tiers.history(tmp_path).changed is None
     root, pages = made_up(tmp_path / "site", with_math=True)
     plan = tiers.plan(root, pages, (number, source))
     assert list(plan.full)[2] == "/reference/a/"  # the first of the rest, sorted
     assert plan.full["/reference/a/"] == source
 
 
-def test_the_rotation_number_is_the_commit_unless_the_variable_says(monkeypatch):
-    monkeypatch.delenv(tiers.ROTATION_ENV, raising=False)
-    head = subprocess.run(
-        ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
+def git(*args: str) -> str:
+    return subprocess.run(
+        ["git", *args], cwd=ROOT, capture_output=True, text=True, check=True
     ).stdout.strip()
-    assert tiers.rotation_key(ROOT) == (int(head, 16), f"HEAD {head[:12]}")
-    monkeypatch.setenv(tiers.ROTATION_ENV, "1f")
-    assert tiers.rotation_key(ROOT) == (31, f"{tiers.ROTATION_ENV}=1f")
+
+
+def test_the_rotation_number_is_the_commit_count_unless_the_variable_says(monkeypatch):
+    monkeypatch.delenv(tiers.ROTATION_ENV, raising=False)
+    head = git("rev-parse", "HEAD")
+    if git("rev-parse", "--is-shallow-repository") == "true":
+        assert tiers.rotation_key(ROOT).number == int(head, 16)
+    else:
+        count = int(git("rev-list", "--count", "--first-parent", "HEAD"))
+        assert tiers.rotation_key(ROOT) == (count, f"commit {count} (HEAD {head[:12]})")
+    monkeypatch.setenv(tiers.ROTATION_ENV, "31")
+    assert tiers.rotation_key(ROOT) == (31, f"{tiers.ROTATION_ENV}=31")
     monkeypatch.setenv(tiers.ROTATION_ENV, "main")
-    with pytest.raises(ValueError, match=r"GUIDE_API_ROTATION='main' is not a hexadecimal"):
+    with pytest.raises(ValueError, match=r"GUIDE_ROTATION='main' is not a whole number"):
         tiers.rotation_key(ROOT)
+
+
+def test_the_history_is_the_last_ten_first_parent_commits():
+    log = git("log", "--first-parent", "-m", "-n10", "--name-only", "--format=")
+    changed = tiers.history(ROOT).changed
+    assert changed == {line for line in log.splitlines() if line}
+    assert changed, "ten commits changed nothing?"
+
+
+CONTENT = ["/", "/a/", "/b/", "/c/", "/d/", "/e/", "/f/", "/404.html"]
+
+
+def docs_of(tmp_path):
+    """A docs/ with a page for each content page but 404, /c/ including snippets/x.py."""
+    docs = tmp_path / "repo" / "docs"
+    docs.mkdir(parents=True)
+    for page in CONTENT[:-1]:
+        (docs / f"{page.strip('/') or 'index'}.md").write_text("# T\n", encoding="utf-8")
+    (docs / "c.md").write_text('```python\n--8<-- "snippets/x.py:imports"\n```\n')
+    return docs
+
+
+def test_content_pages_changed_lately_or_in_the_rotation_get_every_check(tmp_path):
+    """A page whose source or included file changed gets every check, with the files named;
+    over any five consecutive commit counts every content page gets every check."""
+    root, pages = made_up(tmp_path / "site", with_math=False)
+    pages = [p for p in pages if p.startswith("/reference/") and len(p) == len("/reference/a/")]
+    site_pages = pages + CONTENT
+    for page in CONTENT:
+        tiers.page_file(root, page).parent.mkdir(parents=True, exist_ok=True)
+    docs = docs_of(tmp_path)
+    changes = tiers.History(frozenset({"snippets/x.py", "docs/e.md", "lab/y.py"}), "3 files")
+    seen_by_rotation: dict[int, set[str]] = {}
+    for number in range(20):
+        plan = tiers.plan(root, site_pages, (number, f"commit {number}"), changes, docs)
+        assert plan.content == tuple(sorted(CONTENT))
+        assert plan.checks("/c/") == "every check (changed in the last 10 commits: snippets/x.py)"
+        assert plan.every_check("/e/") and "docs/e.md" in plan.checks("/e/")
+        rotated = {p for p, why in plan.content_full.items() if why.startswith("the rotation")}
+        assert rotated == {p for i, p in enumerate(sorted(CONTENT)) if i % 5 == number % 5} - {
+            "/c/",
+            "/e/",
+        }
+        seen_by_rotation[number] = rotated | {"/c/", "/e/"}
+        for page in set(CONTENT) - set(plan.content_full):
+            assert not plan.every_check(page)
+            assert plan.checks(page).startswith("cheap checks (unchanged")
+        lines = "\n".join(plan.lines())
+        assert "/c/ (changed in the last 10 commits: snippets/x.py)" in lines
+        assert "content pages with the cheap checks only" in lines
+    for first in range(16):  # any five consecutive commits: every content page
+        window = set().union(*(seen_by_rotation[n] for n in range(first, first + 5)))
+        assert window == set(CONTENT), (first, set(CONTENT) - window)
+
+
+def test_the_git_dependent_parts_in_a_copy_without_git(tmp_path):
+    """The suite's git-dependent parts (tiers.rotation_key, tiers.history and the plan they
+    feed), run in a copy of the tracked files with no .git, as a source archive gives them:
+    no error, the first pages, no page counted as changed, and the report says so."""
+    copy = tmp_path / "copy"
+    tracked = git("ls-files", "docs", "snippets", "tests/browser", "lab/__init__.py", "lab/shared")
+    for name in tracked.splitlines():
+        target = copy / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes((ROOT / name).read_bytes())
+    code = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from tests.browser import tiers\n"
+        "root = Path(sys.argv[1])\n"
+        "key, history = tiers.rotation_key(root), tiers.history(root)\n"
+        "print(key.number, history.changed)\n"
+        "pages = sorted({'/' + p.relative_to(root / 'docs').with_suffix('').as_posix() + '/'\n"
+        "    for p in (root / 'docs').glob('*.md')})\n"
+        "plan = tiers.plan(root, pages, key, history, root / 'docs')\n"
+        "print('\\n'.join(plan.lines()))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env |= {"GIT_CEILING_DIRECTORIES": str(tmp_path), "PYTHONPATH": str(copy)}
+    env.pop(tiers.ROTATION_ENV, None)
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(copy)],
+        cwd=copy,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("None None\n"), proc.stdout
+    assert "changed files: no git history here" in proc.stdout, proc.stdout
+    assert "rotation: no git commit here" in proc.stdout, proc.stdout
+    assert "the rotation: no git commit here" in proc.stdout, proc.stdout  # slot 0 taken

@@ -37,15 +37,15 @@ def test_the_summary_says_where_the_time_went(tmp_path):
     assert "OVER ITS TIME BUDGET" not in proc.stdout
 
 
-def test_the_budget_is_200_s_and_time_never_fails_a_run(tmp_path):
+def test_the_budget_is_300_s_and_time_never_fails_a_run(tmp_path):
     """Over its budget a full run says so, and passes; no option makes time a failure."""
     proc = run(tmp_path)
-    assert "(budget 200 s on 2 cores)" in proc.stdout, proc.stdout
+    assert "(budget 300 s on 2 cores)" in proc.stdout, proc.stdout
     proc = run(tmp_path, "--time-budget", "0.2")
     assert proc.returncode == 0, proc.stdout
     assert "2 passed" in proc.stdout
     assert "SUITE OVER ITS TIME BUDGET" in proc.stdout
-    assert "budget 0.2 s (moonshot 150 s)" in proc.stdout
+    assert "budget 0.2 s (moonshot 200 s)" in proc.stdout
     assert "never a failure" in proc.stdout
     proc = run(tmp_path, "--time-budget", "0.2", "--time-budget-fails")
     assert proc.returncode == 4 and "unrecognized arguments" in proc.stderr, proc.stderr
