@@ -31,7 +31,7 @@
 # The models live in `snippets/induction.py` and `snippets/char_gpt.py`, with their
 # tests in `tests/snippets/test_induction.py` and `tests/snippets/test_char_gpt.py`;
 # `lab/model_cache.py` keeps them trained in a cache. The [attention
-# explorer](../attention/#see-the-heads-at-work) shows the same models' weights, one
+# explorer](../multi-head/#see-the-heads-at-work) shows the same models' weights, one
 # query at a time. API reference: [snippets.induction](../reference/induction/),
 # [snippets.char_gpt](../reference/char_gpt/).
 
@@ -341,7 +341,7 @@ show(
 # predicted from a trigram's context; a bigram needs no attention at all, since the
 # current character is already there. A second-layer head reads positions that have
 # already gathered from their own neighbours. The
-# [attention explorer](../attention/#see-the-heads-at-work) lets you walk through
+# [attention explorer](../multi-head/#see-the-heads-at-work) lets you walk through
 # them one query at a time, on this sentence and others.
 #
 # ## Causal and padding masks together

@@ -72,6 +72,10 @@ def committed_figures() -> dict[Path, object]:
     from lab import todays_cost
 
     figures[todays_cost.FIGURE] = lambda: todays_cost.figure(load(todays_cost.RESULT_FILE))
+    from lab import attention_figures
+
+    figures[attention_figures.ONE_HEAD_FIGURE] = attention_figures.one_head_figure
+    figures[attention_figures.HEAD_SPLIT_FIGURE] = attention_figures.head_split_figure
     return figures
 
 

@@ -1,7 +1,7 @@
-"""Attention as the attention page builds it: the equation, one head, many heads,
-and the batched layer a model trains with.
+"""Attention as the two attention pages build it: the equation, one head, many
+heads, and the batched layer a model trains with.
 
-Plain torch, and only what that page explains: no cache (the generation page adds
+Plain torch, and only what those pages explain: no cache (the generation page adds
 one as a change of this code) and no position scheme (the positions page). Shape
 letters: B batch, T sequence length, C channels, H heads, D head size (C // H).
 """

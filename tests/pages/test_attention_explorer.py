@@ -1,4 +1,4 @@
-"""The attention page's two explorers in a real browser (Debian chromium): hovering and
+"""The attention pages' two explorers in a real browser (Debian chromium): hovering and
 focusing tokens shows every head's exported weights, the keyboard moves the query, the mask
 buttons show the exported masks; screenshots in test-artifacts/explorer/.
 
@@ -26,10 +26,14 @@ def exported(built_site) -> dict:
 # shared with tests/pages/test_browser.py; the site is served by the session's ``site_server``.
 
 
-class Tab:
-    """One page of the attention page, in a given colour scheme, with what went wrong."""
+# Each explorer's page: the heads on the second attention page, the masks on the first.
+PAGES = {"attention-explorer": "multi-head/", "mask-explorer": "attention/"}
 
-    def __init__(self, browser, server, scheme="light"):
+
+class Tab:
+    """One explorer's page, in a given colour scheme, with what went wrong."""
+
+    def __init__(self, browser, server, scheme="light", explorer="attention-explorer"):
         self.problems: list[str] = []
         self.context = browser.new_context(
             viewport={"width": 1280, "height": 900}, color_scheme=scheme
@@ -42,9 +46,8 @@ class Tab:
         self.page = self.context.new_page()
         self.page.on("console", self._console)
         self.page.on("pageerror", lambda err: self.problems.append(f"page error: {err}"))
-        self.page.goto(server.base + "attention/")
-        self.page.wait_for_selector(".attention-explorer[data-ready]")
-        self.page.wait_for_selector(".mask-explorer[data-ready]")
+        self.page.goto(server.base + PAGES[explorer])
+        self.page.wait_for_selector(f".{explorer}[data-ready]")
 
     def _foreign(self, route):
         self.problems.append(f"request to another host: {route.request.url}")
@@ -154,9 +157,17 @@ MASK_CELLS = """
 """
 
 
+@pytest.fixture(scope="module")
+def mask_tab(browser, site_server):
+    tab = Tab(browser, site_server, explorer="mask-explorer")
+    yield tab
+    tab.close()
+    assert not tab.problems
+
+
 @pytest.mark.browser
-def test_mask_toggle_shows_the_exported_masks(tab, exported):
-    page = tab.page
+def test_mask_toggle_shows_the_exported_masks(mask_tab, exported):
+    page = mask_tab.page
     figure = page.locator(".mask-explorer")
     for name in ("padding", "both", "causal"):
         figure.locator(f"button[data-mask='{name}']").click()
@@ -170,20 +181,21 @@ def test_mask_toggle_shows_the_exported_masks(tab, exported):
 def test_explorer_screenshots(browser, site_server, exported, scheme):
     """Pictures to look at (test-artifacts/explorer/): the induction example with a query
     in the second copy, and the mask figure."""
-    shot = Tab(browser, site_server, scheme)
-    try:
-        page = shot.page
-        expected = "slate" if scheme == "dark" else "default"
-        assert page.evaluate("document.body.dataset.mdColorScheme") == expected
-        page.locator(".attention-explorer select").select_option("3")
-        example = exported["examples"][3]
-        page.locator(".ae-token[data-position='25']").hover()
-        assert_rows_show(page, example, 25)
-        ARTIFACTS.mkdir(parents=True, exist_ok=True)
-        for name in ("attention-explorer", "mask-explorer"):
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    for name in PAGES:
+        shot = Tab(browser, site_server, scheme, explorer=name)
+        try:
+            page = shot.page
+            expected = "slate" if scheme == "dark" else "default"
+            assert page.evaluate("document.body.dataset.mdColorScheme") == expected
+            if name == "attention-explorer":
+                page.locator(".attention-explorer select").select_option("3")
+                example = exported["examples"][3]
+                page.locator(".ae-token[data-position='25']").hover()
+                assert_rows_show(page, example, 25)
             path = ARTIFACTS / f"{name}-{scheme}.png"
             page.locator(f".{name}").screenshot(path=str(path))
             assert path.stat().st_size > 5_000
-    finally:
-        shot.close()
-    assert not shot.problems
+        finally:
+            shot.close()
+        assert not shot.problems
