@@ -215,7 +215,7 @@ def on_config(config):
 
 def on_nav(nav, config, files):
     table, core, lessons = {}, [], []
-    for file, top, section in nav_pages(nav.items):
+    for file, top, _section in nav_pages(nav.items):
         uri = file.src_uri
         if uri == HOME or (top or "") == REFERENCE:
             continue
@@ -233,9 +233,7 @@ def on_page_markdown(markdown, page, config, files):
     if uri == HOME:
         problems = home_problems(markdown, table, _state["core"])
         if problems:
-            raise PluginError(
-                f"{uri}: minutes of study:\n" + "\n".join(f"  {p}" for p in problems)
-            )
+            raise PluginError(f"{uri}: minutes of study:\n" + "\n".join(f"  {p}" for p in problems))
         return fill_home(markdown, table, _state["core"])
     if uri not in table or not uri.endswith(".md") or uri in NOT_YET:
         return markdown
@@ -275,7 +273,9 @@ def main(argv: list[str]) -> None:
     if argv:
         changed = subprocess.run(
             ["git", "diff", "--name-only", argv[0], "--", "docs", "snippets"],
-            capture_output=True, text=True, check=True,
+            capture_output=True,
+            text=True,
+            check=True,
         ).stdout.split()
         mods = [p for p in changed if p.startswith("snippets/")]
         wanted = {p.removeprefix("docs/") for p in changed if p.startswith("docs/")}

@@ -160,7 +160,10 @@ def test_the_count_is_issue_47_s_rule(tmp_path):
     )
     assert count_markdown(page, tmp_path) == (3, 24 + 1)
     assert minutes(180, 12) == 2.0
-    notebook = "# ---\n# jupyter: x\n# ---\n\n# %% [markdown]\n# Three words here\n\n# %%\na = 1\n\nb = 2\n"
+    notebook = (
+        "# ---\n# jupyter: x\n# ---\n\n"
+        "# %% [markdown]\n# Three words here\n\n# %%\na = 1\n\nb = 2\n"
+    )
     assert count_notebook(notebook) == (3, 2)
 
 
