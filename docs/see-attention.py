@@ -26,7 +26,7 @@
 #    with the causal mask visible as the empty upper triangle.
 #
 # **Afterwards you can** tell an induction head and a previous-token head apart on a
-# heat map, and read a head's pattern off its weights. **About 24 minutes.**
+# heat map, and read a head's pattern off its weights. **About <!-- minutes --> minutes.**
 #
 # The models live in `snippets/induction.py` and `snippets/char_gpt.py`, with their
 # tests in `tests/snippets/test_induction.py` and `tests/snippets/test_char_gpt.py`;

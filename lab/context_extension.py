@@ -212,7 +212,7 @@ if __name__ == "__main__":
 
 
 # ------------------------------------------------------------------ the page's results
-# Rendered into docs/positions.md by the build (hooks/results.py) from the result file.
+# Rendered into docs/context-extension.md by the build (hooks/results.py) from the result file.
 
 
 def result() -> str:

@@ -232,7 +232,7 @@ if __name__ == "__main__":
 
 
 # ------------------------------------------------------------------ the generation page
-# Rendered into docs/generation.md by the build (hooks/results.py) from the committed files.
+# Rendered into docs/generation-in-depth.md and docs/generation.md by the build (hooks/results.py).
 
 
 def _bench_numbers(data: dict) -> dict:
@@ -247,7 +247,7 @@ def _bench_numbers(data: dict) -> dict:
 
 
 def kv_cache_result() -> str:
-    """The recompute-against-cache table of docs/generation.md, and how it was measured."""
+    """The recompute-against-cache table of docs/generation-in-depth.md, and how it was measured."""
     data = load("training/kv-cache.json")
     rows = []
     for key, label in (("recompute", "recompute"), ("kv_cache", "KV cache")):
@@ -266,7 +266,7 @@ def kv_cache_result() -> str:
 
 
 def kv_cache_long_result() -> str:
-    """How the long run was measured (docs/generation.md)."""
+    """How the long run was measured (docs/generation-in-depth.md)."""
     data = load("training/kv-cache-long.json")
     return measured_note(
         data,
@@ -278,7 +278,7 @@ def kv_cache_long_result() -> str:
 
 
 def generation_values() -> dict[str, str]:
-    """The numbers of docs/generation.md's prose, from the committed result files."""
+    """The numbers of docs/generation-in-depth.md's prose, from the committed result files."""
     bench, long = load("training/kv-cache.json"), load("training/kv-cache-long.json")
     n = _bench_numbers(bench)
     C, first, last, ms = n["C"], n["first"], n["last"], n["ms"]
@@ -301,7 +301,7 @@ def generation_values() -> dict[str, str]:
 
 
 def guide_result() -> str:
-    """The guide-text run of docs/generation.md: its losses, its sample, how it ran."""
+    """The guide-text run of docs/generation-in-depth.md: its losses, its sample, how it ran."""
     run = load("training/guide.json")
     rows = [
         [str(r["step"]), f"{r['train_loss']:.2f}", f"{r['val_loss']:.2f}"]

@@ -279,7 +279,7 @@ if __name__ == "__main__":
 
 
 # ------------------------------------------------------------------ the page's results
-# Rendered into docs/kv-heads.md by the build (hooks/results.py) from the result file.
+# Rendered into docs/kv-recall.md by the build (hooks/results.py) from the result file.
 
 
 def _spread(runs: list[float]) -> str:

@@ -366,7 +366,7 @@ if __name__ == "__main__":
 
 
 # ------------------------------------------------------------------ the pages' results
-# Rendered into docs/masks.md and docs/taming-softmax.md by the build (hooks/results.py).
+# Rendered into docs/masks.md and docs/taming-in-depth.md by the build (hooks/results.py).
 
 
 def _note(data: dict) -> str:
@@ -390,7 +390,7 @@ def eviction_result() -> str:
 
 
 def sinks_result() -> str:
-    """The three tables of the sink experiment for docs/taming-softmax.md, one note."""
+    """The three tables of the sink experiment for docs/taming-in-depth.md, one note."""
     data = load("streaming.json")
     return (
         f"Weight on BOS:\n\n{bos_result()}\n\n"

@@ -1,4 +1,4 @@
-"""The taming-softmax page's experiment A and timings: logit growth, and what each piece costs.
+"""The taming-in-depth page's experiment A and timings: logit growth, and what each piece costs.
 
     python -m lab.taming_softmax growth --jobs 3  # docs/assets/results/taming-growth.json + SVG
     python -m lab.taming_softmax growth --quick --out DIR   # seconds: the suite's run
@@ -326,7 +326,7 @@ if __name__ == "__main__":
 
 
 # ------------------------------------------------------------------ the page's results
-# Rendered into docs/taming-softmax.md by the build (hooks/results.py).
+# Rendered into docs/taming-in-depth.md by the build (hooks/results.py).
 
 
 def timing_result() -> str:

@@ -273,7 +273,7 @@ def settings_from(args) -> dict:
 
 
 # ------------------------------------------------------------------ the page's results
-# Rendered into docs/beyond-softmax.md by the build (hooks/results.py) from the result file.
+# Rendered into docs/linear-recall.md by the build (hooks/results.py) from the result file.
 
 
 def recall_values() -> dict[str, str]:
