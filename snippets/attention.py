@@ -191,6 +191,7 @@ class CausalSelfAttention(nn.Module):
 
     Same arguments as MultiHeadAttention, and a position scheme: "rope" and
     "alibi" act here, the others in the embeddings (or nowhere).
+    `from_multihead` copies a MultiHeadAttention's weights.
     """
 
     def __init__(
@@ -259,6 +260,36 @@ class CausalSelfAttention(nn.Module):
         """An empty cache of this layer's keys and values (snippets/cache.py):
         max_length rows, or a rolling window with sinks."""
         return kv_cache(max_length, window, sinks)
+
+    @classmethod
+    def from_multihead(cls, mha: MultiHeadAttention) -> "CausalSelfAttention":
+        """A CausalSelfAttention computing exactly the function mha computes."""
+        if not isinstance(mha, MultiHeadAttention):
+            raise TypeError(
+                f"mha must be a MultiHeadAttention, got {type(mha).__name__}"
+            )
+        proj = mha.proj.weight
+        new = cls(
+            mha.n_head,
+            mha.n_embed,
+            mha.context_length,
+            # The readable layer has no position scheme; a positional variant does.
+            position=getattr(mha, "position", "learned"),
+            max_length=getattr(mha, "max_length", None),
+        )
+        new = new.to(device=proj.device, dtype=proj.dtype)
+        with torch.no_grad():
+            # Each head's Linear weight is (D, C); H of them stacked in head order
+            # are the rows that .view(B, T, H, D) later splits into the same heads.
+            # 3H x (D, C) -> (3C, C)
+            stacked = torch.cat(
+                [h.query.weight for h in mha.heads]
+                + [h.key.weight for h in mha.heads]
+                + [h.value.weight for h in mha.heads]
+            )
+            new.qkv.weight.copy_(stacked)
+            new.proj.load_state_dict(mha.proj.state_dict())
+        return new
 
 
 # --8<-- [end:batched]

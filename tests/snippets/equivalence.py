@@ -1,8 +1,8 @@
 """Equivalence proofs the tests use: a layer or model rebuilt as the package's
 other spelling of the same function, its weights carried over.
 
-- from_multihead, from_per_head: the readable per-head layer (CausalSpec's
-  per_head) as the fused CausalSelfAttention, a layer or a whole GPT;
+- from_per_head: a GPT of the readable per-head layer (CausalSpec's per_head)
+  as one of the fused CausalSelfAttention;
 - from_kv_heads: the kv-heads lesson's MLA as snippets/mla.py's LatentAttention
   with its extra parts off;
 - as_spec_layer, as_specs: the plain causal layer, TamedAttention and the
@@ -19,7 +19,7 @@ import dataclasses
 import torch
 import torch.nn as nn
 
-from snippets.attention import CausalSelfAttention, CausalSpec, MultiHeadAttention
+from snippets.attention import CausalSelfAttention, CausalSpec
 from snippets.configurable import AttentionSpec, ConfigurableAttention
 from snippets.linear_attention import GatedDeltaNet
 from snippets.linear_layers import LinearSpec
@@ -29,30 +29,11 @@ from snippets.rope_scaling import RopeSpec
 from snippets.taming import TamedAttention
 
 __all__ = [
-    "from_multihead",
     "from_per_head",
     "from_kv_heads",
     "as_spec_layer",
     "as_specs",
 ]
-
-
-@torch.no_grad()
-def from_multihead(mha: MultiHeadAttention) -> CausalSelfAttention:
-    """A CausalSelfAttention computing exactly the function mha computes."""
-    if not isinstance(mha, MultiHeadAttention):
-        raise TypeError(f"mha must be a MultiHeadAttention, got {type(mha).__name__}")
-    proj = mha.proj.weight
-    new = CausalSelfAttention(mha.n_head, mha.n_embed, mha.context_length)
-    new = new.to(device=proj.device, dtype=proj.dtype)
-    # Each head's Linear weight is (D, C); H of them stacked in head order are the
-    # rows that .view(B, T, H, D) later splits into the same heads: 3H x (D, C)
-    # -> (3C, C).
-    heads = mha.heads
-    stacked = [h.query.weight for h in heads] + [h.key.weight for h in heads]
-    new.qkv.weight.copy_(torch.cat(stacked + [h.value.weight for h in heads]))
-    new.proj.load_state_dict(mha.proj.state_dict())
-    return new
 
 
 def from_per_head(model: GPT) -> GPT:
@@ -66,7 +47,7 @@ def from_per_head(model: GPT) -> GPT:
     new = GPT(dataclasses.replace(model.config, layers=fused))
     new = new.to(device=weight.device, dtype=weight.dtype)
     for new_block, block in zip(new.blocks, model.blocks, strict=True):
-        new_block.attn = from_multihead(block.attn)
+        new_block.attn = CausalSelfAttention.from_multihead(block.attn)
     # Every other parameter has the same name and shape in both models.
     rest = {k: v for k, v in model.state_dict().items() if ".attn." not in k}
     new.load_state_dict({**new.state_dict(), **rest})

@@ -23,12 +23,14 @@ def test_importing_the_gpt_lists_every_spec_its_config_can_hold():
     expected = [
         "AttentionSpec",
         "BlockSpec",
+        "CausalSpec",
         "CompressedSpec",
         "DSASpec",
         "IndexerSpec",
         "LinearSpec",
         "MLASpec",
         "RopeSpec",
+        "TamedSpec",
     ]
     assert run.stdout.strip() == str(expected)
 
