@@ -102,7 +102,8 @@ class AttentionSpec(LayerSpec):
             check_positive_int(name, getattr(self, name))
         if self.n_head % self.n_kv_head:
             raise ValueError(
-                f"n_kv_head ({self.n_kv_head}) must divide n_head ({self.n_head})"
+                f"n_kv_head ({self.n_kv_head}) must divide n_head ({self.n_head}): "
+                f"each key/value head serves the same number of query heads"
             )
         if self.kind not in KINDS:
             raise ValueError(f"kind ({self.kind!r}) must be one of {list(KINDS)}")
