@@ -21,9 +21,11 @@ import torch
 from lab.shared.common import RESULTS_DIR, note_load_after
 from lab.shared.experiment import Command, count, progress
 from snippets.cache import ModelCache
+from snippets.configurable import AttentionSpec
 from snippets.generate import generate
 from snippets.kv_heads import kv_cache_bytes
 from snippets.measure import time_interleaved
+from snippets.mla import MLASpec
 from snippets.model import GPT, GPTConfig, parameter_count
 from snippets.train import TrainConfig, evaluate, fit, make_optimizer
 from snippets.train_data import (
@@ -41,28 +43,38 @@ SCHEMA = "attention-guide/kv-heads/1"
 # context 64); only the attention layer changes. MLA's latent of 32 numbers per
 # token and layer caches as much as MQA's one key and one value head of 16.
 VARIANTS = {
-    "MHA": {},
+    "MHA": {},  # the plain causal layer
     "GQA": {"n_kv_head": 2},
     "MQA": {"n_kv_head": 1},
-    "MLA": {"attention": "mla", "kv_latent": 32},
+    "MLA": {"kv_latent": 32},  # the kv-heads page's MLA: no RoPE part, no latent norm
 }
 FULL = {"steps": 400, "seeds": 2, "rounds": 21}
 QUICK = {"steps": 4, "seeds": 1, "rounds": 1}
 
 
 def model_config(train: TrainConfig, vocab_size: int, variant: str) -> GPTConfig:
-    return dataclasses.replace(train.model_config(vocab_size), **VARIANTS[variant])
+    """The run's GPT with every layer the variant's (learned positions, no RoPE)."""
+    config, v = train.model_config(vocab_size), VARIANTS[variant]
+    C, H = config.n_embed, config.n_head
+    D = C // H
+    if "kv_latent" in v:
+        layer = MLASpec(C, H, v["kv_latent"], D, 0, D, rope=None, latent_norm=False,
+                        proj_bias=True)  # fmt: skip
+    elif "n_kv_head" in v:
+        layer = AttentionSpec(C, H, v["n_kv_head"], D, rope=None, out_bias=True)
+    else:
+        return config
+    return dataclasses.replace(config, layers=(layer,) * config.n_layer)
 
 
 def cache_bytes(config: GPTConfig, tokens: int, bytes_per_element: int) -> int:
     """kv_cache_bytes for one sequence of a GPTConfig."""
-    if config.attention == "mla":
-        per_token = {"kv_latent": config.kv_latent}
+    layer = config.layer_specs()[0]
+    if isinstance(layer, MLASpec):
+        per_token = {"kv_latent": layer.kv_latent}
     else:
-        per_token = {
-            "n_kv_head": config.n_kv_head or config.n_head,
-            "head_size": config.n_embed // config.n_head,
-        }
+        G = getattr(layer, "n_kv_head", config.n_head)
+        per_token = {"n_kv_head": G, "head_size": config.n_embed // config.n_head}
     return kv_cache_bytes(
         n_layer=config.n_layer,
         tokens=tokens,

@@ -23,7 +23,7 @@ import statistics
 import sys
 import time
 
-from lab.recipes.kv_heads_models import CACHED, VARIANTS, D, build, run_of
+from lab.recipes.kv_heads_models import CACHED, VARIANTS, D, run_of
 from lab.recipes.mqar import MqarRun, recall, train_mqar
 from lab.shared.common import RESULTS_DIR, note_load_after
 from lab.shared.experiment import Command, count, progress
@@ -48,22 +48,18 @@ QUICK = {
 QUICK_VARIANTS = CACHED  # the cached seed-0 models
 TRIALS_FILE = RESULTS_DIR / "kv-heads-recall-trials.json"
 TRIALS_SCHEMA = "attention-guide/kv-heads-recall-trials/1"
-_MLA = run_of("MLA")
+_MLA = dataclasses.replace(run_of("MLA"), attention=(("kv_latent", 2 * D), ("latent_norm", False)))
 # What was tried before the sizes and the latent norm of the runs above (--trials):
-# seed-0 runs of the same recipe, each changed as its name says; True: built as the
-# full runs are (lab.recipes.kv_heads_models.build), False: MLA's latent not normalised, as
-# the guide's layer has it (lab.recipes.mqar.build).
+# seed-0 runs of the same recipe, each changed as its name says.
 TRIALS = {
-    "MQA, 8 heads of D = 4 (width 32)": (
-        dataclasses.replace(run_of("MQA"), n_embed=32, n_head=8), True),
-    "MQA, 8 heads of D = 8": (dataclasses.replace(run_of("MQA"), n_head=8), True),
-    "MQA, 8 heads of D = 8, 1,500 steps": (
-        dataclasses.replace(run_of("MQA"), n_head=8, steps=1500), True),
-    "MLA, latent not normalised": (_MLA, False),
-    "MLA, latent not normalised, 1,500 steps": (dataclasses.replace(_MLA, steps=1500), False),
-    "MLA, latent not normalised, latent of 64": (
-        dataclasses.replace(_MLA, attention=(("attention", "mla"), ("kv_latent", 64))), False),
-    "MLA, latent not normalised, seed 1": (dataclasses.replace(_MLA, seed=1), False),
+    "MQA, 8 heads of D = 4 (width 32)": dataclasses.replace(run_of("MQA"), n_embed=32, n_head=8),
+    "MQA, 8 heads of D = 8": dataclasses.replace(run_of("MQA"), n_head=8),
+    "MQA, 8 heads of D = 8, 1,500 steps": dataclasses.replace(run_of("MQA"), n_head=8, steps=1500),
+    "MLA, latent not normalised": _MLA,
+    "MLA, latent not normalised, 1,500 steps": dataclasses.replace(_MLA, steps=1500),
+    "MLA, latent not normalised, latent of 64": dataclasses.replace(
+        _MLA, attention=(("kv_latent", 64), ("latent_norm", False))),
+    "MLA, latent not normalised, seed 1": dataclasses.replace(_MLA, seed=1),
 }  # fmt: skip
 
 
@@ -95,7 +91,7 @@ def one_job(job: tuple) -> dict:
 
         model, losses = trained_kv_heads(run)
     else:
-        model, losses = train_mqar(run, make=build)
+        model, losses = train_mqar(run)
     scores = score(model, run, settings)
     seconds = time.process_time() - start
     progress(f"{variant} seed {seed}: {scores} ({seconds:.0f} CPU s)")
@@ -149,15 +145,18 @@ def trial_job(job: tuple) -> dict:
     import torch
 
     torch.set_num_threads(1)
-    run, normalised = TRIALS[name]
+    run = TRIALS[name]
+    attention = dict(run.attention)
     start = time.process_time()
-    model, losses = train_mqar(run, make=build if normalised else None)
+    model, losses = train_mqar(run)
     scores = score(model, run, settings)
     seconds = time.process_time() - start
     progress(f"{name}: {scores} ({seconds:.0f} CPU s)")
     return {
-        "run": {**run.recipe(), "attention": dict(run.attention), "seed": run.seed},
-        "latent_normalised": normalised if "kv_latent" in dict(run.attention) else None,
+        "run": {**run.recipe(), "attention": attention, "seed": run.seed},
+        "latent_normalised": (
+            attention.get("latent_norm", True) if "kv_latent" in attention else None
+        ),
         "recall": scores,
         "final_loss": losses[-1],
         "cpu_seconds": round(seconds, 1),

@@ -149,8 +149,7 @@ def kv_heads_name(run: MqarRun) -> str:
 
 def trained_kv_heads(run: MqarRun) -> tuple[GPT, list[float]]:
     """A kv-heads model trained by lab.recipes.mqar's recipe, once per version of the code."""
-    make = kv_heads_models.build
-    return _cached(kv_heads_name(run), run, make, lambda r: train_mqar(r, make=make))
+    return _cached(kv_heads_name(run), run, build, train_mqar)
 
 
 def committed_runs() -> dict[str, object]:

@@ -31,7 +31,7 @@ from snippets.induction import repeated_tokens
 from snippets.measure import time_interleaved
 from snippets.model import GPT, GPTConfig
 from snippets.positions import apply_position
-from snippets.taming import TamedAttention, soft_cap_score_mod
+from snippets.taming import TamedAttention, TamedSpec, soft_cap_score_mod
 from snippets.train import fit
 
 GROWTH_FILE = RESULTS_DIR / "taming-growth.json"
@@ -40,7 +40,7 @@ TIMING_FILE = RESULTS_DIR / "taming-timing.json"
 GROWTH_SCHEMA = "attention-guide/taming-growth/1"
 TIMING_SCHEMA = "attention-guide/taming-timing/1"
 CAP = 30.0  # the soft cap of the sweep: well above what a learning model needs (~10)
-VARIANTS = {  # name -> GPTConfig fields
+VARIANTS = {  # name -> the pieces of every layer (a TamedSpec); {}: the plain layer
     "plain": {},
     "qk-norm": {"qk_norm": "head"},
     "soft-cap": {"soft_cap": CAP},
@@ -96,10 +96,12 @@ def largest_logit(model: GPT, idx: torch.Tensor) -> float:
 
 def train_one(setup: Growth, variant: str, lr: float) -> dict:
     """One model at one peak learning rate: its row of the sweep."""
+    C, H, T, pieces = setup.n_embed, setup.n_head, setup.context_length, VARIANTS[variant]
+    layers = (TamedSpec(C, H, T, position="rope", **pieces),) * setup.n_layer
     config = GPTConfig(
-        vocab_size=setup.vocab_size, context_length=setup.context_length,
-        n_embed=setup.n_embed, n_head=setup.n_head, n_layer=setup.n_layer,
-        position="rope", **VARIANTS[variant],
+        vocab_size=setup.vocab_size, context_length=T, n_embed=C, n_head=H,
+        n_layer=setup.n_layer, position="none" if pieces else "rope",  # RoPE: inside
+        layers=layers if pieces else None,
     )  # fmt: skip
     torch.manual_seed(setup.seed)  # the same start for every variant and rate
     model = GPT(config)

@@ -5,6 +5,7 @@ size (C // H).
 """
 
 # --8<-- [start:imports]
+import dataclasses
 import math
 
 import torch
@@ -22,6 +23,7 @@ from snippets.masks import causal_mask
 from snippets.cache import kv_cache, read
 from snippets.layer_schedule import visible
 from snippets.positions import alibi_mask, check_position
+from snippets.spec import LayerSpec
 
 # --8<-- [end:batched_imports]
 
@@ -31,6 +33,7 @@ __all__ = [
     "Head",
     "MultiHeadAttention",
     "CausalSelfAttention",
+    "CausalSpec",
 ]
 
 
@@ -172,15 +175,23 @@ class MultiHeadAttention(nn.Module):
         weights = torch.stack([w for _, w in pairs], dim=1)
         return self.proj(out), weights
 
+    # --8<-- [end:multihead]
 
-# --8<-- [end:multihead]
+    def new_cache(self, batch_size, max_length, *, window=None, sinks=0):
+        raise TypeError(
+            "the per-head layer keeps no keys: a cache needs the batched layer "
+            "(CausalSpec with per_head=False), its qkv the heads' query, key "
+            "and value weights stacked in that order"
+        )
 
 
 # --8<-- [start:batched]
 class CausalSelfAttention(nn.Module):
     """What MultiHeadAttention computes, with all heads in one batched matmul.
 
-    Same arguments as MultiHeadAttention; `from_multihead` copies one's weights.
+    Same arguments as MultiHeadAttention, and a position scheme: "rope" and
+    "alibi" act here, the others in the embeddings (or nowhere).
+    `from_multihead` copies a MultiHeadAttention's weights.
     """
 
     def __init__(
@@ -282,3 +293,51 @@ class CausalSelfAttention(nn.Module):
 
 
 # --8<-- [end:batched]
+
+
+# --8<-- [start:causal_spec]
+@dataclasses.dataclass(frozen=True)
+class CausalSpec(LayerSpec):
+    """The plain causal layer of a block: CausalSelfAttention's arguments.
+
+    A GPTConfig without layers builds one per block, with its own sizes and
+    position scheme. In a config's layers (with position "learned",
+    "sinusoidal" or "none" there), it is how ALiBi or RoPE joins a mix.
+    per_head: the readable MultiHeadAttention instead, the same function with
+    its weights in H heads (no positions inside it, and no cache).
+    """
+
+    n_embed: int
+    n_head: int
+    context_length: int
+    position: str = "none"
+    max_length: int | None = None
+    per_head: bool = False
+
+    def __post_init__(self):
+        check_config(self.n_head, self.n_embed, self.context_length)
+        D = self.n_embed // self.n_head
+        check_position(self.position, D, self.context_length, self.max_length)
+        if self.per_head and (
+            self.position in ("rope", "alibi") or self.max_length
+        ):
+            raise ValueError(
+                f"per_head=True with position={self.position!r}, max_length="
+                f"{self.max_length}: the readable layer has no position scheme "
+                f"inside, and takes up to context_length positions"
+            )
+
+    def build(self) -> nn.Module:
+        s = self
+        if s.per_head:
+            return MultiHeadAttention(s.n_head, s.n_embed, s.context_length)
+        where = {"position": s.position, "max_length": s.max_length}
+        return CausalSelfAttention(s.n_head, s.n_embed, s.context_length, **where)
+
+    def parameters(self) -> int:
+        """q, k and v: three (C, C) maps without bias; proj: C * C + C."""
+        C = self.n_embed
+        return 3 * C * C + C * C + C
+
+
+# --8<-- [end:causal_spec]

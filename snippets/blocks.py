@@ -3,15 +3,17 @@
 snippets/model.py's GPTConfig takes two of these:
 
 - `layers`: one spec per block, a LayerSpec (snippets/spec.py) that builds
-  its layer (spec.build()) and counts its parameters (spec.parameters()): an
-  AttentionSpec builds a ConfigurableAttention, an MLASpec DeepSeek's
+  its layer (spec.build()) and counts its parameters (spec.parameters()): a
+  CausalSpec the plain causal layer (every block's, without layers), a
+  TamedSpec that layer with the taming pieces, an AttentionSpec a
+  ConfigurableAttention, an MLASpec DeepSeek's
   LatentAttention, a LinearSpec a linear layer (Gated DeltaNet, Kimi Delta
   Attention, Mamba2, lightning), a DSASpec DeepSeek-V3.2's sparse MLA, a
   CompressedSpec DeepSeek-V4's compressed attention, a DiffAttentionSpec
   differential attention (snippets/differential.py). Each layer takes
   `forward(x, cache=None, *, return_weights=False)` and makes its own cache
   with `new_cache(batch_size, max_length)`, so the GPT, generate and
-  gpt_attention run it as they run the teaching layers. Another kind of
+  gpt_attention run every layer alike. Another kind of
   layer enters as one more spec class.
 - `block`: a BlockSpec, the pieces around attention that today's dense
   families choose: RMSNorm (Gemma's scales stored as w - 1), where the norms
@@ -31,6 +33,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from snippets.attention import CausalSpec
 from snippets.checks import check_positive_int
 from snippets.compressed_attention import CompressedSpec
 from snippets.configurable import AttentionSpec
@@ -39,7 +42,7 @@ from snippets.linear_layers import LinearSpec
 from snippets.mla import MLASpec
 from snippets.sparse_mla import DSASpec
 from snippets.spec import Spec
-from snippets.taming import rms_norm
+from snippets.taming import TamedSpec, rms_norm
 
 # --8<-- [end:imports]
 
@@ -50,7 +53,6 @@ __all__ = [
     "BlockSpec",
     "ScaledEmbedding",
     "no_norm",
-    "recount",
 ]
 
 
@@ -58,6 +60,8 @@ __all__ = [
 # Large4Spec, an MLASpec whose layer takes an indexer too). Imported here,
 # each is listed in SPECS: a checkpoint's GPTConfig reads back any of them.
 GPT_LAYERS = (
+    CausalSpec,
+    TamedSpec,
     AttentionSpec,
     MLASpec,
     LinearSpec,
@@ -65,19 +69,6 @@ GPT_LAYERS = (
     CompressedSpec,
     DiffAttentionSpec,
 )
-
-# GPTConfig's fields that a per-layer spec replaces, with their defaults.
-REPLACED = {
-    "attention": "fused",
-    "n_kv_head": None,
-    "kv_latent": None,
-    "layer_types": None,
-    "linear_state": None,
-    "qk_norm": None,
-    "soft_cap": None,
-    "sinks": False,
-    "gate": None,
-}
 
 
 def check_layers(config) -> None:
@@ -120,16 +111,11 @@ def check_layers(config) -> None:
                 f"their own keys and values (a sharing layer needs a cache even "
                 f"for one pass)"
             )
-    for name, default in REPLACED.items():
-        if getattr(config, name) != default:
-            raise ValueError(
-                f"{name}={getattr(config, name)!r} with layers: each layer's spec "
-                f"says how it attends; leave {name} at {default!r}"
-            )
     if config.position in ("rope", "alibi"):
         raise ValueError(
             f"position={config.position!r} acts inside attention: with layers, "
-            f"each spec's rope says it; position adds to the embeddings only "
+            f"each spec says it (CausalSpec's position, AttentionSpec's rope or "
+            f"alibi); position adds to the embeddings only "
             f"('learned', 'sinusoidal' or 'none')"
         )
 
@@ -280,16 +266,3 @@ class ScaledEmbedding(nn.Embedding):
 
 
 # --8<-- [end:scaled_embedding]
-
-
-def recount(config, rest: int, attention: int, final: int) -> int:
-    """How a GPT's parameter count changes with layers and block: `rest` (a
-    teaching block's norms and MLP), `attention` (the config's layer) and
-    `final` (the final norm) as GPTConfig counts them, replaced."""
-    change, L = 0, config.n_layer
-    if config.block is not None:
-        block, last = config.block.parameters(config.n_embed)
-        change += L * (block - rest) + last - final
-    if config.layers is not None:
-        change += sum(s.parameters() for s in config.layers) - L * attention
-    return change

@@ -18,6 +18,7 @@ from snippets.cache import LayerCache, SharedCache, no_rolling
 from snippets.checks import check_positive_int
 from snippets.kv_heads import expand_kv
 from snippets.layer_schedule import KINDS, nope_temperature, visible
+from snippets.positions import alibi_at
 from snippets.rope_scaling import RopeSpec, rotate
 from snippets.spec import LayerSpec
 from snippets.taming import (
@@ -70,6 +71,7 @@ class AttentionSpec(LayerSpec):
         kv_source: the index of the layer whose keys and values this one
             reads, through a SharedCache on that layer's cache (Gemma 4's
             num_kv_shared_layers): no k and v weights. None: its own.
+        alibi: ALiBi's distance penalty on the scores (with rope None).
     """
 
     n_embed: int
@@ -93,13 +95,15 @@ class AttentionSpec(LayerSpec):
     k_eq_v: bool = False
     v_norm: bool = False
     kv_source: int | None = None
+    alibi: bool = False
 
     def __post_init__(self):
         for name in ("n_embed", "n_head", "n_kv_head", "head_size"):
             check_positive_int(name, getattr(self, name))
         if self.n_head % self.n_kv_head:
             raise ValueError(
-                f"n_kv_head ({self.n_kv_head}) must divide n_head ({self.n_head})"
+                f"n_kv_head ({self.n_kv_head}) must divide n_head ({self.n_head}): "
+                f"each key/value head serves the same number of query heads"
             )
         if self.kind not in KINDS:
             raise ValueError(f"kind ({self.kind!r}) must be one of {list(KINDS)}")
@@ -114,6 +118,11 @@ class AttentionSpec(LayerSpec):
             )
         if self.gate not in GATES:
             raise ValueError(f"gate ({self.gate!r}) must be one of {GATES}")
+        if self.alibi and self.rope is not None:
+            raise ValueError(
+                f"alibi=True with rope={self.rope!r}: ALiBi is a layer's one "
+                f"position scheme (rope=None)"
+            )
         if self.temperature is not None and self.rope is not None:
             raise ValueError(
                 "temperature is Llama 4's for layers without RoPE (rope=None)"
@@ -241,6 +250,8 @@ class ConfigurableAttention(nn.Module):
         Without a cap or sinks, the fused kernel; with them, written out.
         """
         s = self.spec
+        if mask is not None and mask.is_floating_point():
+            mask = mask.to(q.dtype)  # ALiBi's bias, in the scores' dtype
         group = s.n_head // s.n_kv_head
         # A copy of each key/value head per query head, not enable_gqa: the
         # faster of the two for the fused kernel on CPU.
@@ -255,7 +266,10 @@ class ConfigurableAttention(nn.Module):
         if mask is None:
             T = q.size(-2)
             mask = torch.ones(T, T, dtype=torch.bool, device=q.device).tril()
-        scores = scores.masked_fill(~mask, float("-inf"))
+        if mask.dtype == torch.bool:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        else:  # ALiBi's bias, -inf where a key is hidden
+            scores = scores + mask
         if s.sinks:
             weights = sink_softmax(scores, self.sinks)
         else:
@@ -280,6 +294,15 @@ class ConfigurableAttention(nn.Module):
         y = self.proj(y)  # (B, T, C)
         return (y, weights) if return_weights else y
 
+    def _mask(self, q_pos, k_pos, square=False):
+        """Which keys each query sees (Tn, Ta) bool; None for a full layer's
+        square (the kernel's causal flag); with ALiBi, its float bias."""
+        s = self.spec
+        if square and s.kind == "full" and not s.alibi:
+            return None
+        mask = visible(q_pos, k_pos, s.kind, s.size)
+        return alibi_at(s.n_head, q_pos, k_pos, mask) if s.alibi else mask
+
     def _own(self, x, cache, return_weights):
         s, T = self.spec, x.size(1)
         offset = 0 if cache is None else cache.seen
@@ -287,9 +310,7 @@ class ConfigurableAttention(nn.Module):
         q_pos = torch.arange(offset, offset + T, device=x.device)
         if cache is None:  # the square: causal is the kernel's own flag
             k, v = self.keys_values(k, v)
-            mask = (
-                None if s.kind == "full" else visible(q_pos, q_pos, s.kind, s.size)
-            )
+            mask = self._mask(q_pos, q_pos, square=True)
             return self.attend(q, k, v, mask, return_weights=return_weights)
         if s.k_eq_v:  # one tensor cached: keys and values derived from it
             (k,), k_pos = cache.update(k)
@@ -299,7 +320,7 @@ class ConfigurableAttention(nn.Module):
             (k, v), k_pos = cache.update(*self.keys_values(k, v, offset))
         if cache.readers:  # layers reading this one's keys and values
             cache.attended = (k, v, k_pos)
-        mask = visible(q_pos, k_pos, s.kind, s.size)
+        mask = self._mask(q_pos, k_pos)
         return self.attend(q, k, v, mask, return_weights=return_weights)
 
     def _shared(self, x, cache, return_weights):
@@ -313,7 +334,7 @@ class ConfigurableAttention(nn.Module):
         (k, v), k_pos = cache.update()
         q, _, _ = self.project(x, cache.seen - T)
         q_pos = torch.arange(cache.seen - T, cache.seen, device=x.device)
-        mask = visible(q_pos, k_pos, s.kind, s.size)
+        mask = self._mask(q_pos, k_pos)
         return self.attend(q, k, v, mask, return_weights=return_weights)
 
     def new_cache(

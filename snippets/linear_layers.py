@@ -22,7 +22,6 @@ from snippets.spec import LayerSpec
 __all__ = [
     "LinearSpec",
     "RULES",
-    "check_layer_types",
 ]
 
 # The rules a LinearSpec names -> the layer each builds.
@@ -117,27 +116,3 @@ class LinearSpec(LayerSpec):
 
 
 # --8<-- [end:spec]
-
-
-def check_layer_types(config) -> None:
-    """A GPTConfig's layer_types (an entry per block, "softmax" or "linear") and
-    linear_state ((heads, D), the same for every Gated DeltaNet block: it needs
-    a "linear" entry)."""
-    types, state = config.layer_types, config.linear_state
-    if types is not None and (
-        len(types) != config.n_layer or not set(types) <= {"softmax", "linear"}
-    ):
-        raise ValueError(
-            f"layer_types ({types!r}) must hold n_layer ({config.n_layer}) "
-            f"entries, each 'softmax' or 'linear'"
-        )
-    if state is not None and (
-        len(state) != 2
-        or not all(type(n) is int and n > 0 for n in state)
-        or types is None
-        or "linear" not in types
-    ):
-        raise ValueError(
-            f"linear_state ({state!r}) must be (heads, D), two positive ints, "
-            f"and needs a 'linear' entry in layer_types ({types!r})"
-        )

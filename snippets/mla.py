@@ -30,6 +30,7 @@ import torch.nn.functional as F
 from snippets.cache import LayerCache, no_rolling
 from snippets.checks import check_positive_int
 from snippets.layer_schedule import visible
+from snippets.positions import alibi_at
 from snippets.rope_scaling import RopeSpec, rotate
 from snippets.spec import LayerSpec
 
@@ -67,6 +68,7 @@ class MLASpec(LayerSpec):
     bias: bool = False
     latent_norm: bool = True
     proj_bias: bool | None = None
+    alibi: bool = False  # ALiBi's distance penalty (no RoPE part: Dr = 0)
 
     def __post_init__(self):
         for name in (
@@ -82,6 +84,12 @@ class MLASpec(LayerSpec):
             raise ValueError(
                 f"rope_head_size ({self.rope_head_size}) must be even and >= 2"
                 " (0 only without RoPE)"
+            )
+        if self.alibi and not none:
+            raise ValueError(
+                f"alibi=True with rope_head_size={self.rope_head_size}, "
+                f"rope={self.rope!r}: ALiBi is a layer's one position scheme "
+                f"(rope_head_size 0, rope None)"
             )
 
     def build(self) -> nn.Module:
@@ -200,7 +208,11 @@ class LatentAttention(nn.Module):
         if mask is None:  # causal: the queries are the last Tn of Ta positions
             k_pos = torch.arange(c.size(1), device=c.device)
             mask = visible(k_pos[-Tn:], k_pos)  # (Tn, Ta)
-        w = scores.masked_fill(~mask, float("-inf")).softmax(dim=-1)
+        if mask.dtype == torch.bool:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        else:  # ALiBi's bias, -inf where a key is hidden
+            scores = scores + mask
+        w = scores.softmax(dim=-1)
         y_latent = w @ c.unsqueeze(1)  # (B, H, Tn, R)
         y = y_latent @ w_v.transpose(1, 2)  # (B, H, Tn, R) x (H, R, Dv)
         y = self.proj(y.transpose(1, 2).reshape(B, Tn, -1))
@@ -212,16 +224,21 @@ class LatentAttention(nn.Module):
         """x (B, T, C) at positions 0 .. T - 1, or after the cache's positions:
         then only [c | k_rope] of the new positions join the cache, and the
         step reads it absorbed (as return_weights does, to keep the weights)."""
-        if cache is None and not return_weights:
+        alibi = self.spec.alibi
+        if cache is None and not return_weights and not alibi:
             q_nope, q_rope = self.queries(x)
             return self.attend(q_nope, q_rope, *self.latents(x))
-        offset, mask = 0 if cache is None else cache.seen, None
+        offset = 0 if cache is None else cache.seen
         q_nope, q_rope = self.queries(x, offset)
         c, k_rope = self.latents(x, offset)
+        q_pos = k_pos = torch.arange(offset, offset + x.size(1), device=x.device)
         if cache is not None:
             (c, k_rope), k_pos = cache.update(c, k_rope)
-            q_pos = torch.arange(offset, offset + x.size(1), device=x.device)
-            mask = visible(q_pos, k_pos)
+        mask = visible(q_pos, k_pos)  # (T, T_all)
+        if alibi:  # its float bias, -inf where a key is hidden
+            mask = alibi_at(self.spec.n_head, q_pos, k_pos, mask).to(c.dtype)
+        if cache is None and not return_weights:  # the training form
+            return self.attend(q_nope, q_rope, c, k_rope, mask)
         return self.attend_absorbed(
             q_nope, q_rope, c, k_rope, mask, weights=return_weights
         )

@@ -10,20 +10,12 @@ import dataclasses
 import torch
 import torch.nn as nn
 
-from snippets.attention import CausalSelfAttention
-from snippets.blocks import BlockSpec, check_layers, no_norm, recount
+from snippets.attention import CausalSpec
+from snippets.blocks import BlockSpec, check_layers, no_norm
 from snippets.cache import ModelCache
 from snippets.checks import check_positive_int
-from snippets.kv_heads import (
-    GroupedQueryAttention,
-    MultiHeadLatentAttention,
-    check_kv_heads,
-)
-from snippets.linear_layers import LinearSpec, check_layer_types
 from snippets.objectives import lm_loss
-from snippets.positional_attention import PositionalMultiHeadAttention
 from snippets.positions import POSITIONS, WITHOUT_TABLE, sinusoidal_positions
-from snippets.taming import TamedAttention, check_tamed, taming_parameters
 
 # --8<-- [end:imports]
 
@@ -31,26 +23,15 @@ __all__ = ["GPTConfig", "MLP", "Block", "GPT", "parameter_count", "check_ids"]
 
 
 # --8<-- [start:config]
-# "per-head" and "fused" compute the same function (see the attention page):
-# the readable layer (with RoPE and ALiBi, the positions page) and the one to
-# train with. "mla" caches a latent instead of
-# keys and values (see the kv-heads page).
-ATTENTION = {
-    "fused": CausalSelfAttention,
-    "per-head": PositionalMultiHeadAttention,
-    "mla": MultiHeadLatentAttention,
-}
-
-
 @dataclasses.dataclass(frozen=True)
 class GPTConfig:
     """The sizes of a GPT, checked when made.
 
     Raises:
-        TypeError: a size is not an int.
+        TypeError: a size is not an int, or layers holds what is not a spec.
         ValueError: a size is not positive, n_head does not divide n_embed, dropout
-            is outside [0, 1), attention or position is not a known name, or
-            two options do not go together (the rules live with their pieces).
+            is outside [0, 1), position is not a known name, or layers does not
+            fit the sizes (the rules live in snippets/blocks.py).
     """
 
     vocab_size: int = 96  # V
@@ -60,26 +41,13 @@ class GPTConfig:
     n_layer: int = 2  # L blocks
     dropout: float = 0.0  # 0 keeps outputs deterministic; 0.1-0.2 regularises
     tie_weights: bool = False  # True: the LM head reuses the token embedding table
-    attention: str = "fused"  # a key of ATTENTION
     position: str = "learned"  # how order gets in: a name in POSITIONS
     # The longest T accepted; None: context_length. Longer than context_length
     # only for a scheme without a table, to evaluate beyond the training length.
     max_length: int | None = None
-    n_kv_head: int | None = None  # key/value heads (GQA); None: one per query head
-    kv_latent: int | None = None  # attention="mla" only: the cached latent's width
-    # One entry per block, "softmax" or "linear" (Gated DeltaNet, H heads of a
-    # D x D state); None: every block softmax. Qwen3-Next: 3 linear, 1 softmax.
-    layer_types: tuple[str, ...] | None = None
-    # (heads, D) of every Gated DeltaNet block: a state of heads x D x D numbers;
-    # None: n_head heads of D = C // H. A smaller state holds fewer pairs.
-    linear_state: tuple[int, int] | None = None
-    # Taming softmax (the taming-softmax page); any of them: TamedAttention.
-    qk_norm: str | None = None  # "head" (Qwen3) or "all" (OLMo 2): RMSNorm on q, k
-    soft_cap: float | None = None  # c: scores become c * tanh(s / c) (Gemma 2)
-    sinks: bool = False  # a learned sink logit per head (gpt-oss)
-    gate: str | None = None  # "elementwise" (Qwen3-Next) or "head": sigmoid gate
-    # A model as data (snippets/blocks.py): one attention spec per block, and the
-    # norms and MLP of today's families; None: the fields above, the teaching block.
+    # One layer spec per block (snippets/blocks.py): GQA, MLA, the taming
+    # pieces, linear layers; None: the plain causal layer in every block. block:
+    # the norms and MLP of today's families; None: the teaching block.
     layers: tuple | None = dataclasses.field(default=None, repr=False)
     block: BlockSpec | None = dataclasses.field(default=None, repr=False)
 
@@ -94,10 +62,6 @@ class GPTConfig:
             )
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout ({self.dropout}) must be in [0, 1)")
-        if self.attention not in ATTENTION:
-            raise ValueError(
-                f"attention ({self.attention!r}) must be one of {list(ATTENTION)}"
-            )
         if self.position not in POSITIONS:
             raise ValueError(
                 f"position ({self.position!r}) must be one of {list(POSITIONS)}"
@@ -127,40 +91,20 @@ class GPTConfig:
                     f"table, one of {list(WITHOUT_TABLE)}: 'learned' has only "
                     f"{self.context_length} rows"
                 )
-        check_kv_heads(self)  # n_kv_head and kv_latent (snippets/kv_heads.py)
         check_layers(self)  # layers and block (snippets/blocks.py)
-        check_layer_types(self)  # and linear_state (snippets/linear_layers.py)
-        check_tamed(self)  # the taming pieces (snippets/taming.py)
 
-    @property
-    def tamed(self) -> bool:
-        """Whether any piece of the taming-softmax page is on."""
-        return bool(self.qk_norm or self.soft_cap or self.sinks or self.gate)
+    def layer_specs(self) -> tuple:
+        """Every block's layer spec: layers, or the plain causal layer."""
+        if self.layers is not None:
+            return self.layers
+        H, C, T = self.n_head, self.n_embed, self.context_length
+        where = {"position": self.position, "max_length": self.max_length}
+        return (CausalSpec(C, H, T, **where),) * self.n_layer
 
     @property
     def longest(self) -> int:
         """The longest sequence the model accepts."""
         return self.max_length or self.context_length
-
-
-def make_attention(config: GPTConfig, layer: int = 0) -> nn.Module:
-    """The attention layer config asks for in block `layer`, at width n_embed."""
-    H, C, T = config.n_head, config.n_embed, config.context_length
-    if config.layers is not None:  # the layer its spec describes
-        return config.layers[layer].build()
-    if config.layer_types is not None and config.layer_types[layer] == "linear":
-        heads, D = config.linear_state or (H, C // H)
-        return LinearSpec(heads, C, D, D).build()  # Gated DeltaNet
-    where = {"position": config.position, "max_length": config.max_length}
-    if config.attention == "mla":
-        return MultiHeadLatentAttention(H, C, T, config.kv_latent, **where)
-    if config.n_kv_head is not None:
-        return GroupedQueryAttention(H, config.n_kv_head, C, T, **where)
-    if config.tamed:
-        pieces = ("qk_norm", "soft_cap", "sinks", "gate")
-        pieces = {name: getattr(config, name) for name in pieces}
-        return TamedAttention(H, C, T, **where, **pieces)
-    return ATTENTION[config.attention](H, C, T, **where)
 
 
 # --8<-- [end:config]
@@ -197,15 +141,15 @@ class Block(nn.Module):
     """Pre-norm residual block: x + attention(LN(x)), then x + MLP(LN(x)).
 
     Args:
-        config: gives C, H, the context length, dropout, which attention layer
-            and the block spec (a family's norms, where they sit, and its MLP).
+        config: gives C, dropout, the layer spec of block `layer` and the block
+            spec (a family's norms, where they sit, and its MLP).
     """
 
     def __init__(self, config: GPTConfig, layer: int = 0):
         super().__init__()
         C, spec = config.n_embed, config.block
         self.ln1 = nn.LayerNorm(C) if spec is None else spec.norm(C, "before")
-        self.attn = make_attention(config, layer)
+        self.attn = config.layer_specs()[layer].build()
         self.drop = nn.Dropout(config.dropout)
         self.ln2 = nn.LayerNorm(C) if spec is None else spec.norm(C, "before")
         self.mlp = MLP(config) if spec is None else spec.mlp(C)
@@ -407,7 +351,7 @@ def parameter_count(config: GPTConfig) -> int:
 
     Args:
         config: the sizes V, C, L and the context length; tie_weights counts the
-            shared (V, C) table once.
+            shared (V, C) table once; each layer spec counts its own layer.
 
     Returns:
         The count, equal to sum(p.numel() for p in GPT(config).parameters()).
@@ -416,27 +360,15 @@ def parameter_count(config: GPTConfig) -> int:
     embeddings = V * C  # the token table
     if config.position == "learned":
         embeddings += config.context_length * C  # the position table
-    layer_norm = 2 * C  # a scale and a shift per channel
-    # q, k and v: three (C, C) maps without bias, all heads together (the per-head
-    # layer cuts the same weights into H slices); proj: C * C + C.
-    attention = 3 * C * C + (C * C + C)
-    if config.n_kv_head is not None:  # keys and values: G heads of D, not H
-        attention = C * C + 2 * C * config.n_kv_head * (C // config.n_head)
-        attention += C * C + C
-    if config.attention == "mla":  # q; down to R; up to keys and values; proj
-        R = config.kv_latent
-        attention = C * C + C * R + 2 * R * C + (C * C + C)
-    c = config  # the taming pieces: norm scales, sink logits, gate weights
-    attention += taming_parameters(config.n_head, C, c.qk_norm, c.sinks, c.gate)
-    mlp = (C * 4 * C + 4 * C) + (4 * C * C + C)  # fc and proj, each with a bias
-    block = layer_norm + attention + layer_norm + mlp  # MHA: 12 C^2 + 10 C
     head = 0 if config.tie_weights else V * C  # no bias; tied: counted already
-    linear = (config.layer_types or ()).count("linear")  # Gated DeltaNet blocks
-    H, D = config.linear_state or (config.n_head, C // config.n_head)
-    gdn = LinearSpec(H, C, D, D).parameters()  # snippets/linear_layers.py
-    total = embeddings + L * block + linear * (gdn - attention) + layer_norm + head
-    # layers and block: their pieces' counts instead (snippets/blocks.py)
-    return total + recount(config, block - attention, attention, layer_norm)
+    layers = sum(spec.parameters() for spec in config.layer_specs())
+    # Around each layer: two LayerNorms (a scale and a shift per channel), the
+    # MLP's fc and proj with biases; and the final norm. Or a family's pieces.
+    block = 2 * 2 * C + (C * 4 * C + 4 * C) + (4 * C * C + C)
+    final = 2 * C
+    if config.block is not None:
+        block, final = config.block.parameters(C)
+    return embeddings + layers + L * block + final + head
 
 
 # --8<-- [end:parameter_count]

@@ -24,6 +24,7 @@ __all__ = [
     "alibi_bias",
     "apply_position",
     "alibi_mask",
+    "alibi_at",
 ]
 
 # The schemes a GPTConfig may name. "learned" and "sinusoidal" add a vector to
@@ -256,6 +257,16 @@ def alibi_mask(n_head: int, T_new: int, T_total: int) -> torch.Tensor:
     cache holding T_total - T_new positions gets the right distances.
     """
     return alibi_bias(n_head, T_total)[:, T_total - T_new :, :]
+
+
+def alibi_at(n_head: int, q_pos, k_pos, mask) -> torch.Tensor:
+    """ALiBi's float mask for queries at q_pos (Tn,) over keys at k_pos (Ta,):
+    -slope_h * (i - j) where mask (Tn, Ta) lets query i see key j, -inf
+    elsewhere -> (H, Tn, Ta); alibi_mask's values where the mask is causal."""
+    back = (k_pos[None, :] - q_pos[:, None]).float()  # (Tn, Ta): j - i
+    slopes = alibi_slopes(n_head).to(back.device)  # (H,)
+    bias = slopes[:, None, None] * back  # (H, Tn, Ta)
+    return bias.masked_fill(~mask, float("-inf"))
 
 
 # --8<-- [end:in_attention]

@@ -27,12 +27,14 @@ __all__ = [
 def _check_rope(model: GPT) -> None:
     if not isinstance(model, GPT):
         raise TypeError(f"model must be a GPT, got {type(model).__name__}")
-    if model.config.position != "rope":
-        raise ValueError(
-            f"model.config.position ({model.config.position!r}) must be 'rope': "
-            f"positions are given by the place in the cache, which needs "
-            f"relative positions inside attention"
-        )
+    for i, spec in enumerate(model.config.layer_specs()):
+        position = getattr(spec, "position", None)  # CausalSpec's, TamedSpec's
+        if position != "rope":
+            raise ValueError(
+                f"layer {i}'s position ({position!r}) must be 'rope': positions "
+                f"are given by the place in the cache, which needs relative "
+                f"positions inside attention"
+            )
 
 
 # --8<-- [start:step]

@@ -3,19 +3,20 @@
 Four small pieces that today's open models put around softmax attention, each a
 function on the tensors attention already has: queries and keys (B, H, T, D),
 scores (B, H, T, T_k), the heads' outputs (B, T, C). TamedAttention composes
-them into a layer the guide's GPT can train with (GPTConfig's qk_norm, soft_cap,
-sinks and gate). Shape letters: B batch, T sequence length (T_k keys), C
+them into a layer the guide's GPT can train with (a TamedSpec in its layers).
+Shape letters: B batch, T sequence length (T_k keys), C
 channels (n_embed), H heads, D head size (C // H).
 """
 
 # --8<-- [start:imports]
+import dataclasses
 import math
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from snippets.attention import alibi_mask
+from snippets.attention import CausalSpec, alibi_mask
 from snippets.cache import kv_cache, read
 from snippets.checks import check_config, check_input, check_shape
 from snippets.layer_schedule import visible
@@ -36,7 +37,7 @@ __all__ = [
     "gate_output",
     "OutputGate",
     "TamedAttention",
-    "check_tamed",
+    "TamedSpec",
     "check_taming",
     "taming_parameters",
 ]
@@ -401,13 +402,33 @@ class TamedAttention(nn.Module):
 # --8<-- [end:layer]
 
 
-def check_tamed(config) -> None:
-    """A GPTConfig's pieces: each one of its choices, and any of them on the
-    fused layer alone (TamedAttention is CausalSelfAttention's, with them)."""
-    check_taming(config.qk_norm, config.soft_cap, config.sinks, config.gate)
-    if config.tamed and (config.attention != "fused" or config.n_kv_head):
-        raise ValueError(
-            f"qk_norm, soft_cap, sinks and gate need attention='fused' without "
-            f"n_kv_head, got attention={config.attention!r}, "
-            f"n_kv_head={config.n_kv_head!r}"
+# --8<-- [start:spec]
+@dataclasses.dataclass(frozen=True)
+class TamedSpec(CausalSpec):
+    """A block's TamedAttention: CausalSpec's sizes and position, and pieces."""
+
+    qk_norm: str | None = None
+    soft_cap: float | None = None
+    sinks: bool = False
+    gate: str | None = None
+
+    def __post_init__(self):
+        super().__post_init__()
+        check_taming(self.qk_norm, self.soft_cap, self.sinks, self.gate)
+
+    def build(self) -> TamedAttention:
+        s = self
+        where = {"position": s.position, "max_length": s.max_length}
+        pieces = {"qk_norm": s.qk_norm, "soft_cap": s.soft_cap}
+        pieces |= {"sinks": s.sinks, "gate": s.gate}
+        return TamedAttention(
+            s.n_head, s.n_embed, s.context_length, **where, **pieces
         )
+
+    def parameters(self) -> int:
+        s = self
+        pieces = taming_parameters(s.n_head, s.n_embed, s.qk_norm, s.sinks, s.gate)
+        return super().parameters() + pieces
+
+
+# --8<-- [end:spec]

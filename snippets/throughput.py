@@ -7,6 +7,7 @@ a time, each a function doing one training step.
 # --8<-- [start:imports]
 import torch
 
+from snippets.attention import CausalSpec
 from snippets.data import get_batch
 from snippets.model import GPT, GPTConfig
 from snippets.train import make_optimizer, train_step
@@ -30,11 +31,11 @@ BENCH_MODEL = {
 BENCH_BATCH = 12
 LADDER = {
     "readable": {
-        "attention": "per-head",
+        "per_head": True,
         "tie_weights": False,
         "adamw": "for-loop",
     },
-    "+ fused attention": {"attention": "fused"},
+    "+ fused attention": {"per_head": False},
     "+ weight tying": {"tie_weights": True},
     "+ foreach AdamW": {"adamw": "foreach"},
     "+ fused AdamW": {"adamw": "fused"},
@@ -49,7 +50,7 @@ def ladder(with_compile: bool = False) -> dict[str, dict]:
         with_compile: keep the torch.compile rung (it compiles for a while).
 
     Returns:
-        The rungs in LADDER's order, each a dict with attention, tie_weights,
+        The rungs in LADDER's order, each a dict with per_head, tie_weights,
             adamw and compile.
     """
     settings, out = {"compile": False}, {}
@@ -71,10 +72,11 @@ def make_bench_step(settings: dict, seed: int = 0):
         step (Callable): step() -> the step's loss, on a (BENCH_BATCH, 64) batch.
     """
     torch.manual_seed(seed)
+    C, H, T = (BENCH_MODEL[k] for k in ("n_embed", "n_head", "context_length"))
+    layer = CausalSpec(C, H, T, per_head=settings["per_head"])  # learned positions
+    layers = (layer,) * BENCH_MODEL["n_layer"]
     config = GPTConfig(
-        **BENCH_MODEL,
-        attention=settings["attention"],
-        tie_weights=settings["tie_weights"],
+        **BENCH_MODEL, layers=layers, tie_weights=settings["tie_weights"]
     )
     model = GPT(config)
     optimizer = make_optimizer(model, 1e-3, 0.1, adamw=settings["adamw"])

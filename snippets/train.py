@@ -66,7 +66,6 @@ class TrainConfig:
     n_embed: int = 64
     dropout: float = 0.0
     tie_weights: bool = True
-    attention: str = "fused"  # "per-head" is the readable, slower layer
     lr: float = 3e-3  # the peak learning rate, reached at the end of warmup
     min_lr: float = 3e-4  # the floor the cosine ends at, and stays at
     warmup_steps: int = 50

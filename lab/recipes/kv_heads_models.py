@@ -7,12 +7,7 @@ that the trained-model cache keys these models by what trains them (lab/model_ca
 and a change here re-keys no other experiment's models. Scored by lab/kv_heads_recall.py.
 """
 
-from torch import nn
-
 from lab.recipes.mqar import MqarRun
-from lab.recipes.mqar import build as plain_build
-from snippets.kv_heads import MultiHeadLatentAttention
-from snippets.model import GPT
 
 WIDTH, HEADS = 64, 4
 D = WIDTH // HEADS  # 16: with D = 4 or 8, MQA did not learn the lookup (the trials)
@@ -21,7 +16,9 @@ VARIANTS = {
     "MHA": (),  # 4 key/value heads, one per query head
     "GQA": (("n_kv_head", 2),),  # 2, each shared by 2 query heads
     "MQA": (("n_kv_head", 1),),  # 1, shared by all 4
-    "MLA": (("attention", "mla"), ("kv_latent", 2 * D)),  # a latent of MQA's 2 x D
+    # A latent of MQA's 2 x D, normalised (an RMSNorm after the down-projection, as
+    # DeepSeek-V2 has it; without it MLA did not learn the lookup in the trials).
+    "MLA": (("kv_latent", 2 * D),),
 }
 CACHED = ("MHA", "MQA")  # the variants whose seed-0 models lab/model_cache.py keeps
 
@@ -31,15 +28,3 @@ def run_of(variant: str, seed: int = 0) -> MqarRun:
     if variant not in VARIANTS:
         raise ValueError(f"variant ({variant!r}) must be one of {list(VARIANTS)}")
     return MqarRun(attention=VARIANTS[variant], seed=seed, n_embed=WIDTH, n_head=HEADS)
-
-
-def build(run: MqarRun) -> GPT:
-    """lab.recipes.mqar.build(run), with an MLA block's latent normalised: an RMSNorm after the
-    down-projection, as DeepSeek-V2 has it and the guide's layer leaves out (without it
-    MLA did not learn the lookup in the trials). The cache keeps the normalised latent."""
-    model = plain_build(run)
-    for block in model.blocks:
-        if isinstance(block.attn, MultiHeadLatentAttention):
-            down = block.attn.kv_down
-            block.attn.kv_down = nn.Sequential(down, nn.RMSNorm(down.out_features))
-    return model

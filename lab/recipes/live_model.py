@@ -28,13 +28,11 @@ NAME = "char-gpt"
 FILES = (f"{NAME}.pt", f"{NAME}.json", f"{NAME}.bin")
 # The GPT the JavaScript computes: learned positions, softmax attention, untied LM head.
 PLAIN = {
-    "attention": "fused",
     "position": "learned",
     "dropout": 0.0,
     "tie_weights": False,
-    "n_kv_head": None,
-    "kv_latent": None,
-    "layer_types": None,
+    "layers": None,  # every block the plain causal layer
+    "block": None,  # the teaching block
 }
 
 
@@ -51,7 +49,6 @@ def train_config(config: CharGPTConfig, vocab_size: int) -> TrainConfig:
         n_embed=config.n_embed,
         dropout=0.0,
         tie_weights=False,
-        attention="fused",
         lr=config.lr,
         min_lr=config.lr,
         warmup_steps=0,
@@ -68,10 +65,9 @@ def train_config(config: CharGPTConfig, vocab_size: int) -> TrainConfig:
 def check_plain(config: GPTConfig) -> None:
     """The JavaScript computes one kind of GPT; anything else is refused by name."""
     other = {k: getattr(config, k) for k, v in PLAIN.items() if getattr(config, k) != v}
-    if config.tamed or other:
+    if other:
         raise ValueError(
-            f"the page's forward pass computes a GPT with {PLAIN} and no taming; this one "
-            f"has {other or 'taming pieces'}"
+            f"the page's forward pass computes a GPT with {PLAIN}; this one has {other}"
         )
 
 

@@ -19,7 +19,10 @@ import dataclasses
 
 import torch
 
-from snippets.linear_attention import GatedDeltaNet
+from snippets.attention import CausalSpec
+from snippets.configurable import AttentionSpec
+from snippets.linear_layers import LinearSpec
+from snippets.mla import MLASpec
 from snippets.model import GPT, GPTConfig
 from snippets.tasks import IGNORE, mqar
 from snippets.train import fit
@@ -29,10 +32,12 @@ from snippets.train import fit
 class MqarRun:
     """One trained model: the task, the model's sizes, its attention, the recipe.
 
-    attention: {} for MHA, {"n_kv_head": G} for GQA/MQA, {"attention": "mla",
-    "kv_latent": R} for MLA (a tuple of items, so that the run is hashable).
-    layer_types, linear_state: GPTConfig's (which blocks are Gated DeltaNet, and
-    the (heads, D) of their state); None: every block softmax attention.
+    attention: {} for MHA, {"n_kv_head": G} for GQA/MQA, {"kv_latent": R} for MLA
+    (its latent normalised unless "latent_norm": False), as a tuple of items, so
+    that the run is hashable. layer_types: which blocks are "softmax" and which
+    "linear" (Gated DeltaNet), and linear_state the (heads, D) of the linear
+    blocks' state; None: every block softmax attention. layer_specs() turns
+    them into the GPT's layers.
     """
 
     attention: tuple = ()
@@ -52,6 +57,27 @@ class MqarRun:
     layer_types: tuple[str, ...] | None = None
     linear_state: tuple[int, int] | None = None
 
+    def layer_specs(self) -> tuple:
+        """Every block's layer: the softmax blocks with ALiBi (for the
+        previous-token head MQAR needs), the linear ones in chunks of 16
+        positions (the same function as the default 64, tests/snippets/
+        test_linear_attention.py, and at T = 32 not padded to twice its length)."""
+        C, H, T, D = self.n_embed, self.n_head, self.length, self.n_embed // self.n_head
+        a = dict(self.attention)
+        if "kv_latent" in a:  # no RoPE part: ALiBi is its position scheme
+            norm = a.get("latent_norm", True)
+            softmax = MLASpec(C, H, a["kv_latent"], D, 0, D, rope=None, latent_norm=norm,
+                              proj_bias=True, alibi=True)  # fmt: skip
+        elif "n_kv_head" in a:
+            softmax = AttentionSpec(C, H, a["n_kv_head"], D, rope=None, out_bias=True,
+                                    alibi=True)  # fmt: skip
+        else:
+            softmax = CausalSpec(C, H, T, position="alibi")
+        heads, state = self.linear_state or (H, D)
+        linear = LinearSpec(heads, C, state, state, chunk_size=16)  # Gated DeltaNet
+        kinds = self.layer_types or ("softmax",) * self.n_layer
+        return tuple(linear if kind == "linear" else softmax for kind in kinds)
+
     def model_config(self) -> GPTConfig:
         return GPTConfig(
             vocab_size=self.n_keys + self.n_values,
@@ -59,10 +85,8 @@ class MqarRun:
             n_embed=self.n_embed,
             n_head=self.n_head,
             n_layer=self.n_layer,
-            position="alibi",  # of the softmax blocks (the linear ones have none)
-            layer_types=self.layer_types,
-            linear_state=self.linear_state,
-            **dict(self.attention),
+            position="none",  # ALiBi acts in the softmax layers
+            layers=self.layer_specs(),
         )
 
     def recipe(self) -> dict:
@@ -74,14 +98,8 @@ class MqarRun:
 
 
 def build(run: MqarRun) -> GPT:
-    """GPT(run.model_config()), its Gated DeltaNet blocks (if any) in chunks of 16
-    positions: the same function as the default 64 (tests/snippets/
-    test_linear_attention.py), and at T = 32 not padded to twice its length."""
-    model = GPT(run.model_config())
-    for block in model.blocks:
-        if isinstance(block.attn, GatedDeltaNet):
-            block.attn.chunk_size = 16
-    return model
+    """GPT(run.model_config())."""
+    return GPT(run.model_config())
 
 
 def repeated_keys(tokens: torch.Tensor) -> torch.Tensor:
@@ -96,13 +114,10 @@ def repeated_keys(tokens: torch.Tensor) -> torch.Tensor:
     return out
 
 
-def train_mqar(run: MqarRun, make=None) -> tuple[GPT, list[float]]:
-    """Train run's model; return it (in eval mode) and its loss every 50 steps.
-
-    make: what builds the model from run once the seed is set (None: build; an
-    experiment whose models differ passes its own, as lab/recipes/kv_heads_models.py does)."""
+def train_mqar(run: MqarRun) -> tuple[GPT, list[float]]:
+    """Train run's model; return it (in eval mode) and its loss every 50 steps."""
     torch.manual_seed(run.seed)
-    model = (make or build)(run)
+    model = build(run)
     optimizer = torch.optim.AdamW(
         model.parameters(), lr=run.lr, betas=(0.9, 0.98), weight_decay=0.0
     )

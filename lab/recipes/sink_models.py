@@ -18,10 +18,11 @@ import torch
 
 from lab import model_cache
 from snippets.model import GPT, GPTConfig
+from snippets.taming import TamedSpec
 from snippets.tasks import backcopy_chain, bigram_backcopy
 from snippets.train import fit, make_optimizer
 
-MODELS = {  # name -> GPTConfig fields
+MODELS = {  # name -> the taming pieces of every layer (snippets.taming.TamedSpec)
     "plain": {},
     "learned sinks": {"sinks": True},
     "output gate": {"gate": "elementwise"},
@@ -66,10 +67,15 @@ def chain(setup: Setup, seed: int) -> torch.Tensor:
 
 
 def build(setup: Setup, name: str) -> GPT:
+    """RoPE in every layer; "plain" the plain causal layer, the others TamedAttention."""
+    C, H, T = setup.n_embed, setup.n_head, setup.context_length
+    where = {"position": "rope", "max_length": MAX_FACTOR * T}
+    layer = TamedSpec(C, H, T, **where, **MODELS[name]) if MODELS[name] else None
     config = GPTConfig(
-        vocab_size=setup.vocab_size, context_length=setup.context_length,
-        n_embed=setup.n_embed, n_head=setup.n_head, n_layer=setup.n_layer,
-        position="rope", max_length=MAX_FACTOR * setup.context_length, **MODELS[name],
+        vocab_size=setup.vocab_size, context_length=T, n_embed=C, n_head=H,
+        n_layer=setup.n_layer, max_length=where["max_length"],
+        position="none" if layer else "rope",  # RoPE: inside the layers
+        layers=None if layer is None else (layer,) * setup.n_layer,
     )  # fmt: skip
     return GPT(config)
 

@@ -10,8 +10,8 @@ import statistics
 import torch
 
 from lab import kv_heads_recall as experiment
-from lab.recipes.kv_heads_models import VARIANTS, build, run_of
-from lab.recipes.mqar import MqarRun, repeated_keys
+from lab.recipes.kv_heads_models import VARIANTS, run_of
+from lab.recipes.mqar import MqarRun, build, repeated_keys
 from snippets.cache import ModelCache
 from snippets.tasks import mqar
 
@@ -34,22 +34,24 @@ def test_the_variants_differ_only_in_their_key_value_heads():
     configs = {v: run_of(v).model_config() for v in VARIANTS}
     assert {c.n_head for c in configs.values()} == {4}
     assert {c.n_embed for c in configs.values()} == {64}
-    assert configs["MHA"].n_kv_head is None and configs["MQA"].n_kv_head == 1
-    assert configs["GQA"].n_kv_head == 2 and configs["MLA"].kv_latent == 32
+    layer = {v: c.layer_specs()[0] for v, c in configs.items()}
+    assert type(layer["MHA"]).__name__ == "CausalSpec" and layer["MHA"].position == "alibi"
+    assert layer["GQA"].n_kv_head == 2 and layer["MQA"].n_kv_head == 1
+    assert layer["GQA"].alibi and layer["MLA"].alibi and layer["MLA"].kv_latent == 32
     numbers = {v: experiment.cached_numbers(v) for v in VARIANTS}
     assert numbers == {"MHA": 128, "GQA": 64, "MQA": 32, "MLA": 32}
     assert {run_of(v).batch for v in VARIANTS} == {256}
 
 
 def test_mla_normalises_its_latent_and_its_cache_keeps_the_normalised_one():
-    """lab.recipes.kv_heads_models.build puts DeepSeek-V2's RMSNorm after MLA's down-projection; the
-    cached (absorbed) path reads the same latents as the whole forward pass."""
+    """The runs' MLA has DeepSeek-V2's RMSNorm after its down-projection (the MLASpec's
+    latent_norm); the cached (absorbed) path reads the same latents as the whole pass."""
     torch.manual_seed(0)
     model = build(run_of("MLA"))
     for block in model.blocks:
-        assert isinstance(block.attn.kv_down[-1], torch.nn.RMSNorm)
+        assert isinstance(block.attn.kv_norm, torch.nn.RMSNorm)
     x = torch.randn(2, 5, 64)
-    c = model.blocks[0].attn.latent(x)
+    c, _ = model.blocks[0].attn.latents(x)
     assert torch.allclose(c.pow(2).mean(-1), torch.ones(2, 5), atol=1e-4)
     tokens = torch.randint(0, 96, (2, 32), generator=torch.Generator().manual_seed(1))
     whole, _ = model(tokens)
@@ -111,7 +113,7 @@ def test_committed_trials_are_this_codes_and_stayed_at_a_guess():
     assert data["command"].startswith("python -m lab.kv_heads_recall --trials")
     assert list(data["trials"]) == list(experiment.TRIALS)
     for name, t in data["trials"].items():
-        run, normalised = experiment.TRIALS[name]
+        run = experiment.TRIALS[name]
         assert t["run"] == {**run.recipe(), "attention": dict(run.attention), "seed": run.seed}
         assert t["recall"]["2"] < 0.6, (name, t["recall"])
 

@@ -1,5 +1,5 @@
 """Tests for snippets/cache.py, the one cache interface. Here: generation through a
-`layer_types` GPT, whose Gated DeltaNet blocks carry a fixed-size LinearState where
+GPT of mixed layers, whose Gated DeltaNet blocks carry a fixed-size LinearState where
 softmax blocks carry a KV cache (every kind against every layer: test_protocol.py).
 
 Fed in pieces (a prompt, single tokens, chunks), the cached logits equal one full
@@ -11,23 +11,22 @@ import pytest
 import torch
 from torch.testing import assert_close
 
+from snippets.attention import CausalSpec
 from snippets.cache import LinearState, ModelCache
 from snippets.generate import generate
+from snippets.linear_layers import LinearSpec
 from snippets.model import GPT, GPTConfig
-
-HYBRID = ("linear", "linear", "softmax", "linear")
 
 
 def hybrid(seed: int = 0, chunk_size: int = 64) -> GPT:
     torch.manual_seed(seed)
+    linear = LinearSpec(2, 32, 8, 8, chunk_size=chunk_size)  # Gated DeltaNet
+    softmax = CausalSpec(32, 4, 24, position="rope")
     config = GPTConfig(vocab_size=24, context_length=24, n_embed=32, n_head=4, n_layer=4,
-                       position="rope", layer_types=HYBRID, linear_state=(2, 8))  # fmt: skip
+                       position="none", layers=(linear, linear, softmax, linear))  # fmt: skip
     model = GPT(config).double().eval()
     for p in model.parameters():  # away from the small init: every path matters
         p.data += 0.1 * torch.randn_like(p)
-    for block in model.blocks:
-        if hasattr(block.attn, "chunk_size"):
-            block.attn.chunk_size = chunk_size
     return model
 
 

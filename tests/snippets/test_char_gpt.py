@@ -5,6 +5,7 @@ import dataclasses
 import torch
 
 from lab.model_cache import trained_char_gpt
+from snippets.attention import CausalSpec
 from snippets.char_gpt import CharGPTConfig, gpt_attention
 from snippets.model import GPT, GPTConfig
 from tests.snippets.equivalence import from_per_head
@@ -13,7 +14,8 @@ from tests.snippets.equivalence import from_per_head
 def test_gpt_attention_shapes_and_the_two_attention_forms_agree():
     torch.manual_seed(0)
     config = GPTConfig(vocab_size=20, context_length=12, n_embed=16, n_head=4, n_layer=3)
-    per_head = GPT(dataclasses.replace(config, attention="per-head")).eval()
+    layers = (CausalSpec(16, 4, 12, per_head=True),) * 3
+    per_head = GPT(dataclasses.replace(config, layers=layers)).eval()
     fused = from_per_head(per_head).eval()
     idx = torch.randint(20, (2, 10), generator=torch.Generator().manual_seed(1))
     weights = gpt_attention(fused, idx)

@@ -1,14 +1,15 @@
-"""Tests for tests/snippets/equivalence.py's as_spec_layer and as_specs: a teaching layer
-as the spec layer of the same function, and what it refuses by name (from_per_head and
-from_kv_heads: in test_model and test_mla). The whole-GPT check of every teaching variant
-is a column of the protocol matrix (tests/snippets/test_protocol.py)."""
+"""Tests for tests/snippets/equivalence.py's as_spec_layer and as_specs: a fused layer
+(the plain one, TamedAttention) as the spec layer of the same function, and what they
+refuse by name (from_per_head and from_kv_heads: in test_model and the lessons' tests).
+The whole-GPT check of every such variant is a column of the protocol matrix
+(tests/snippets/test_protocol.py)."""
 
 import pytest
 import torch
 from torch.testing import assert_close
 
+from snippets.attention import CausalSelfAttention
 from snippets.configurable import ConfigurableAttention
-from snippets.kv_heads import GroupedQueryAttention
 from snippets.model import GPT, GPTConfig
 from snippets.taming import TamedAttention
 from tests.snippets.equivalence import as_spec_layer, as_specs
@@ -31,9 +32,10 @@ X = torch.randn(2, 9, 32, dtype=torch.float64, generator=torch.Generator().manua
     [
         lambda: TamedAttention(4, 32, 16, position="rope", qk_norm="all", soft_cap=3.0,
                                sinks=True, gate="elementwise"),
-        lambda: GroupedQueryAttention(4, 2, 32, 16, position="rope"),
+        lambda: TamedAttention(4, 32, 16, position="alibi", qk_norm="head", sinks=True),
+        lambda: CausalSelfAttention(4, 32, 16, position="alibi"),
     ],
-    ids=["tamed", "gqa"],
+    ids=["tamed", "tamed-alibi", "plain-alibi"],
 )  # fmt: skip
 @torch.no_grad()
 def test_a_teaching_layer_and_its_spec_layer_are_one_function(layer):
@@ -50,10 +52,10 @@ def test_a_teaching_layer_and_its_spec_layer_are_one_function(layer):
 
 
 def test_what_has_no_spec_is_refused_by_name():
-    with pytest.raises(ValueError, match=r"TamedAttention with position='alibi': no spec layer"):
-        as_spec_layer(TamedAttention(4, 32, 16, position="alibi", sinks=True))
-    with pytest.raises(TypeError, match=r"Linear is not one of the teaching layers"):
+    with pytest.raises(TypeError, match=r"Linear is not a layer with a fused qkv and a proj"):
         as_spec_layer(torch.nn.Linear(2, 2))
     gpt = GPT(GPTConfig(vocab_size=20, n_embed=32, n_head=4, position="rope"))
-    with pytest.raises(TypeError, match=r"a GPT of GPTConfig's teaching fields"):
-        as_specs(as_specs(gpt))  # a GPT of specs already
+    with pytest.raises(
+        TypeError, match=r"AttentionSpec: not the spec of the plain or a tamed layer"
+    ):
+        as_specs(as_specs(gpt))  # a GPT of AttentionSpecs already

@@ -11,6 +11,7 @@ import pytest
 import torch
 from torch.testing import assert_close
 
+from snippets.attention import CausalSpec
 from snippets.cache import ModelCache
 from snippets.generate import (
     check_sampling,
@@ -253,10 +254,10 @@ def test_a_cache_that_ignores_earlier_positions_would_differ():
 
 
 def test_cache_needs_the_fused_layer_and_has_a_capacity():
-    per_head = make(dataclasses.replace(CONFIG, attention="per-head"))
-    with pytest.raises(
-        TypeError, match="the per-head layer keeps no keys.*attention='fused'.*from_multihead"
-    ):
+    C, H, T = CONFIG.n_embed, CONFIG.n_head, CONFIG.context_length
+    layers = (CausalSpec(C, H, T, per_head=True),) * CONFIG.n_layer
+    per_head = make(dataclasses.replace(CONFIG, layers=layers))
+    with pytest.raises(TypeError, match=r"the per-head layer keeps no keys.*per_head=False"):
         generate(per_head, ids(1, 3), 2, greedy=True)
     fused = from_per_head(per_head).eval()
     assert torch.equal(

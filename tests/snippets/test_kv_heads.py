@@ -1,8 +1,11 @@
-"""Tests for snippets/kv_heads.py and the KV cache of every attention variant.
+"""Tests for snippets/kv_heads.py and the KV cache of every key/value variant of a GPT.
 
-GQA with as many key/value heads as query heads is CausalSelfAttention; every query head
-of a group reads its group's keys and no other; no variant sees the future; generating with
-the cache is recomputing; kv_cache_bytes counts what the cache really holds.
+Every query head of a group reads its group's keys and no other; with as many
+key/value heads as query heads, the grouped layer is the plain one; generating with
+the cache is recomputing; kv_cache_bytes counts what the cache really holds. The
+layers are spec layers (AttentionSpec with n_kv_head, MLASpec without its extra
+parts); the kv-heads page's readable layers are proven equal to them in
+tests/snippets/lessons/test_kv_heads.py.
 """
 
 import dataclasses
@@ -12,35 +15,25 @@ import pytest
 import torch
 from torch.testing import assert_close
 
-from snippets.attention import CausalSelfAttention
+from snippets.attention import CausalSelfAttention, CausalSpec
 from snippets.cache import ModelCache
+from snippets.configurable import AttentionSpec, ConfigurableAttention
 from snippets.generate import generate
-from snippets.kv_heads import (
-    GroupedQueryAttention,
-    MultiHeadLatentAttention,
-    expand_kv,
-    kv_cache_bytes,
-)
+from snippets.kv_heads import expand_kv, kv_cache_bytes
+from snippets.mla import LatentAttention, MLASpec
 from snippets.model import GPT, GPTConfig, parameter_count
+from snippets.rope_scaling import RopeSpec
+from tests.snippets.equivalence import as_spec_layer
 from tests.snippets.test_generate import greedy_with_tampered_cache, make
 
 C, T_MAX = 48, 16
 
 
-def layers() -> dict[str, torch.nn.Module]:
-    """One layer of every variant, 6 query heads of D = 8, seeded; and with ALiBi, RoPE."""
-    torch.manual_seed(0)
-    return {
-        "MHA (CausalSelfAttention)": CausalSelfAttention(6, C, T_MAX),
-        "GQA, 6 kv heads": GroupedQueryAttention(6, 6, C, T_MAX),
-        "GQA, 3 kv heads": GroupedQueryAttention(6, 3, C, T_MAX),
-        "GQA, 2 kv heads": GroupedQueryAttention(6, 2, C, T_MAX),
-        "MQA": GroupedQueryAttention(6, 1, C, T_MAX),
-        "MLA": MultiHeadLatentAttention(6, C, T_MAX, kv_latent=12),
-        "GQA, 2 kv heads, RoPE": GroupedQueryAttention(6, 2, C, T_MAX, position="rope"),
-        "GQA, 2 kv heads, ALiBi": GroupedQueryAttention(6, 2, C, T_MAX, position="alibi"),
-        "MLA, ALiBi": MultiHeadLatentAttention(6, C, T_MAX, 12, position="alibi"),
-    }
+def gqa(n_head: int, n_kv_head: int, n_embed: int = C, **options) -> ConfigurableAttention:
+    """The guide's grouped layer: D = C / H, no RoPE unless asked, a bias on proj."""
+    D = n_embed // n_head
+    options = {"rope": None, "out_bias": True, **options}
+    return ConfigurableAttention(AttentionSpec(n_embed, n_head, n_kv_head, D, **options))
 
 
 def x_of(B: int = 2, T: int = 10, seed: int = 1) -> torch.Tensor:
@@ -54,44 +47,15 @@ def x_of(B: int = 2, T: int = 10, seed: int = 1) -> torch.Tensor:
 def test_gqa_with_n_kv_head_equal_to_n_head_is_causal_self_attention(position):
     torch.manual_seed(0)
     csa = CausalSelfAttention(6, C, T_MAX, position=position)
-    gqa = GroupedQueryAttention.from_causal(csa)
-    assert gqa.n_kv_head == gqa.n_head == 6 and gqa.position == position
+    grouped = as_spec_layer(csa)  # q, k, v: the rows of csa's qkv
+    assert grouped.spec.n_kv_head == grouped.spec.n_head == 6
     for return_weights in (False, True):
-        x1 = x_of().requires_grad_()
-        x2 = x1.detach().clone().requires_grad_()
-        y1 = csa(x1, return_weights=return_weights)
-        y2 = gqa(x2, return_weights=return_weights)
-        if return_weights:
-            assert_close(y2[1], y1[1], rtol=1e-5, atol=1e-5)  # the weights too
-            y1, y2 = y1[0], y2[0]
-        assert_close(y2, y1, rtol=1e-5, atol=1e-5)
-        grad = torch.randn_like(y1)
-        y1.backward(grad)
-        y2.backward(grad)
-        assert_close(x2.grad, x1.grad, rtol=1e-5, atol=1e-5)
-    with pytest.raises(TypeError, match="csa must be a CausalSelfAttention, got Linear"):
-        GroupedQueryAttention.from_causal(torch.nn.Linear(2, 2))
-
-
-@pytest.mark.parametrize("name", list(layers()))
-def test_fused_and_written_out_paths_agree(name):
-    layer = layers()[name]
-    x = x_of()
-    y, weights = layer(x, return_weights=True)
-    assert_close(layer(x), y, rtol=1e-5, atol=1e-5)
-    assert weights.shape == (2, 6, 10, 10)
-    assert_close(weights.sum(-1), torch.ones(2, 6, 10))
-
-
-@pytest.mark.parametrize("name", ["MLA", "MLA, ALiBi"])
-def test_latent_form_equals_the_up_projected_form(name):
-    # What the cache uses (scores against the latents) is what training computes.
-    mla = layers()[name]
-    x = x_of(T=12)
-    c = mla.latent(x)  # (B, T, R)
-    assert c.shape == (2, 12, 12)
-    assert_close(mla.attend_absorbed(x, c), mla(x), rtol=1e-5, atol=1e-5)
-    assert_close(mla.attend_absorbed(x[:, 7:], c), mla(x)[:, 7:], rtol=1e-5, atol=1e-5)
+        ours, theirs = (
+            grouped(x_of(), return_weights=return_weights),
+            csa(x_of(), return_weights=return_weights),
+        )
+        for a, b in zip(*(o if return_weights else (o,) for o in (ours, theirs)), strict=True):
+            assert_close(a, b, rtol=1e-5, atol=1e-6)
 
 
 # --- which query heads read which keys -------------------------------------------------------
@@ -113,16 +77,15 @@ def test_expand_kv_refuses_a_group_size_that_is_not_a_positive_int(group_size):
 def test_changing_one_kv_head_changes_exactly_its_groups_query_heads(n_head, n_kv_head):
     D = 4
     torch.manual_seed(0)
-    gqa = GroupedQueryAttention(n_head, n_kv_head, n_head * D, T_MAX)
+    layer = gqa(n_head, n_kv_head, n_head * D)
     x = torch.randn(2, 9, n_head * D, generator=torch.Generator().manual_seed(1))
-    _, before = gqa(x, return_weights=True)  # (B, H, T, T)
+    _, before = layer(x, return_weights=True)  # (B, H, T, T)
     group = n_head // n_kv_head
     for g in range(n_kv_head):
-        changed = GroupedQueryAttention(n_head, n_kv_head, n_head * D, T_MAX)
-        changed.load_state_dict(gqa.state_dict())
-        with torch.no_grad():  # the key rows of kv head g, after the H * D query rows
-            start = n_head * D + g * D
-            changed.qkv.weight[start : start + D] += torch.randn(D, n_head * D)
+        changed = gqa(n_head, n_kv_head, n_head * D)
+        changed.load_state_dict(layer.state_dict())
+        with torch.no_grad():  # the key rows of kv head g
+            changed.k.weight[g * D : (g + 1) * D] += torch.randn(D, n_head * D)
         _, after = changed(x, return_weights=True)
         moved = [(after[:, h] - before[:, h]).abs().max().item() > 1e-3 for h in range(n_head)]
         expected = [h // group == g for h in range(n_head)]
@@ -134,50 +97,34 @@ def test_changing_one_kv_head_changes_exactly_its_groups_query_heads(n_head, n_k
 
 
 def test_heads_of_a_group_share_keys_but_not_queries():
-    gqa = layers()["GQA, 2 kv heads"]
-    _, weights = gqa(x_of(), return_weights=True)  # heads 0, 1, 2 read kv head 0
+    torch.manual_seed(0)
+    _, weights = gqa(6, 2)(x_of(), return_weights=True)  # heads 0, 1, 2 read kv head 0
     assert (weights[:, 0] - weights[:, 1]).abs().max() > 1e-3
-
-
-def test_bad_sizes_name_both_numbers():
-    with pytest.raises(ValueError, match=r"n_kv_head \(4\) must divide n_head \(6\)"):
-        GroupedQueryAttention(6, 4, C, T_MAX)
-    with pytest.raises(ValueError, match=r"n_kv_head \(0\) must be positive"):
-        GroupedQueryAttention(6, 0, C, T_MAX)
-    with pytest.raises(TypeError, match=r"kv_latent \(2.5\) must be an int"):
-        MultiHeadLatentAttention(6, C, T_MAX, 2.5)
-    with pytest.raises(ValueError, match=r"T=17 exceeds context_length=16"):
-        layers()["MQA"](x_of(T=17))
-
-
-# --- causality, every variant ------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("name", list(layers()))
-@pytest.mark.parametrize("return_weights", [False, True])
-def test_no_variant_sees_the_future(name, return_weights):
-    layer = layers()[name]
-    x = x_of(T=10).requires_grad_()
-    y = layer(x, return_weights=return_weights)
-    y = y[0] if return_weights else y
-    t = 6
-    # The outputs before position t do not depend on any input from t on ...
-    (grad,) = torch.autograd.grad(y[:, :t].sum(), x)
-    assert torch.equal(grad[:, t:], torch.zeros_like(grad[:, t:]))
-    # ... while position t's output does depend on position t (the check can fail).
-    (grad,) = torch.autograd.grad(layer(x)[:, t].sum(), x)
-    assert grad[:, t].abs().max() > 0
 
 
 # --- models: the cache of every variant --------------------------------------------------------
 
 BASE = GPTConfig(vocab_size=20, context_length=24, n_embed=48, n_head=6, n_layer=2)
-VARIANTS = {
-    "MHA": BASE,
-    "GQA": dataclasses.replace(BASE, n_kv_head=2),
-    "MQA": dataclasses.replace(BASE, n_kv_head=1),
-    "MLA": dataclasses.replace(BASE, attention="mla", kv_latent=16),
-}
+D = BASE.n_embed // BASE.n_head
+LATENT = {"rope": None, "latent_norm": False, "proj_bias": True}  # the kv-heads page's MLA
+
+
+def variant(name: str, position: str = "learned") -> GPTConfig:
+    """BASE with every layer the variant's; RoPE and ALiBi act in the layers."""
+    if name == "MHA":
+        return dataclasses.replace(BASE, position=position)
+    inside = {"rope": RopeSpec() if position == "rope" else None}
+    inside["alibi"] = position == "alibi"
+    if name == "MLA":
+        layer = MLASpec(48, 6, 16, D, 0, D, **{**LATENT, "alibi": inside["alibi"]})
+    else:
+        G = {"GQA": 2, "MQA": 1}[name]
+        layer = AttentionSpec(48, 6, G, D, out_bias=True, **inside)
+    embed = "none" if position in ("rope", "alibi") else position
+    return dataclasses.replace(BASE, position=embed, layers=(layer,) * BASE.n_layer)
+
+
+VARIANTS = ("MHA", "GQA", "MQA", "MLA")
 
 
 def ids(*shape: int, seed: int = 1) -> torch.Tensor:
@@ -185,18 +132,18 @@ def ids(*shape: int, seed: int = 1) -> torch.Tensor:
 
 
 # Every variant with the position schemes that act inside attention (and the default).
-# MLA takes no RoPE: see test_mla_refuses_rope.
+# This MLA has no RoPE part (DeepSeek's decoupled key: snippets/mla.py).
 WITH_POSITIONS = [
-    (variant, position)
-    for variant in VARIANTS
+    (v, position)
+    for v in VARIANTS
     for position in ("learned", "rope", "alibi", "none")
-    if (variant, position) != ("MLA", "rope")
+    if (v, position) != ("MLA", "rope")
 ]
 
 
-@pytest.mark.parametrize("variant, position", WITH_POSITIONS)
-def test_cached_logits_equal_a_full_forward_pass(variant, position):
-    model = make(dataclasses.replace(VARIANTS[variant], position=position))
+@pytest.mark.parametrize("name, position", WITH_POSITIONS)
+def test_cached_logits_equal_a_full_forward_pass(name, position):
+    model = make(variant(name, position))
     idx = ids(2, 24)
     cache = ModelCache.for_model(model, batch_size=2)
     pieces = [
@@ -208,11 +155,11 @@ def test_cached_logits_equal_a_full_forward_pass(variant, position):
 
 
 @pytest.mark.parametrize(
-    "variant, position, seed",
+    "name, position, seed",
     [(v, p, seed) for v, p in WITH_POSITIONS for seed in range(2 if p == "learned" else 1)],
 )
-def test_generation_with_the_cache_is_recomputation(variant, position, seed):
-    model = make(dataclasses.replace(VARIANTS[variant], position=position), seed=seed)
+def test_generation_with_the_cache_is_recomputation(name, position, seed):
+    model = make(variant(name, position), seed=seed)
     idx = ids(3, 5, seed=seed)
     for options in ({"greedy": True}, {"top_k": 5}):
         outs = [
@@ -225,7 +172,7 @@ def test_generation_with_the_cache_is_recomputation(variant, position, seed):
 
 def test_a_cache_that_loses_a_kv_head_would_differ():
     # The equality above can fail: zeroing one shared head's keys changes the text.
-    model = make(VARIANTS["GQA"])
+    model = make(variant("GQA"))
     idx = ids(1, 6)
     expected = generate(model, idx, 10, greedy=True, kv_cache=False)
 
@@ -240,18 +187,17 @@ def test_a_cache_that_loses_a_kv_head_would_differ():
 
 def per_token_layer(config: GPTConfig) -> dict:
     """kv_cache_bytes's arguments for a GPTConfig."""
-    if config.attention == "mla":
-        return {"kv_latent": config.kv_latent}
-    return {
-        "n_kv_head": config.n_kv_head or config.n_head,
-        "head_size": config.n_embed // config.n_head,
-    }
+    layer = config.layer_specs()[0]
+    if isinstance(layer, MLASpec):
+        return {"kv_latent": layer.kv_latent}
+    G = getattr(layer, "n_kv_head", config.n_head)
+    return {"n_kv_head": G, "head_size": config.n_embed // config.n_head}
 
 
-@pytest.mark.parametrize("variant", list(VARIANTS))
+@pytest.mark.parametrize("name", VARIANTS)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_kv_cache_bytes_is_what_the_cache_holds(variant, dtype):
-    config = VARIANTS[variant]
+def test_kv_cache_bytes_is_what_the_cache_holds(name, dtype):
+    config = variant(name)
     model = make(config).to(dtype)
     B, T = 3, config.context_length
     cache = ModelCache.for_model(model, batch_size=B)
@@ -266,8 +212,9 @@ def test_kv_cache_bytes_is_what_the_cache_holds(variant, dtype):
         bytes_per_element=dtype.itemsize, **per_token_layer(config),
     )  # fmt: skip
     assert held == expected
-    # Every number in the cache was written: nothing allocated for nothing.
-    assert all(bool((t != 0).any(dim=-1).all()) for t in cache.tensors())
+    # Every number in the cache was written: nothing allocated for nothing (MLA's
+    # rope keys here have width 0).
+    assert all(bool((t != 0).any(dim=-1).all()) for t in cache.tensors() if t.numel())
 
 
 def test_kv_cache_bytes_by_hand():
@@ -295,50 +242,28 @@ def test_kv_cache_bytes_rejects_what_means_nothing(kwargs, error, message):
         kv_cache_bytes(**{"n_layer": 2, "tokens": 4, **kwargs})
 
 
-def test_mla_refuses_rope():
-    # DeepSeek-V2's decoupled RoPE key is what makes RoPE and a latent cache fit.
-    with pytest.raises(ValueError, match="does not take position='rope'.*decoupled"):
-        MultiHeadLatentAttention(6, C, T_MAX, 12, position="rope")
-    with pytest.raises(ValueError, match="does not take position='rope'.*decoupled"):
-        dataclasses.replace(VARIANTS["MLA"], position="rope")
-
-
 # --- the model's configuration ---------------------------------------------------------------
 
 
-@pytest.mark.parametrize("variant", list(VARIANTS))
-def test_parameter_count_of_every_variant(variant):
+@pytest.mark.parametrize("name", VARIANTS)
+def test_parameter_count_of_every_variant(name):
     for tie in (False, True):
-        config = dataclasses.replace(VARIANTS[variant], tie_weights=tie)
+        config = dataclasses.replace(variant(name), tie_weights=tie)
         model = GPT(config)
         assert parameter_count(config) == sum(p.numel() for p in model.parameters())
 
 
 def test_variants_get_their_layers_and_caches():
-    models = {name: GPT(config) for name, config in VARIANTS.items()}
+    models = {name: GPT(variant(name)) for name in VARIANTS}
     assert type(models["MHA"].blocks[0].attn) is CausalSelfAttention
-    assert models["MQA"].blocks[0].attn.n_kv_head == 1
-    assert type(models["MLA"].blocks[0].attn) is MultiHeadLatentAttention
+    assert models["MQA"].blocks[0].attn.spec.n_kv_head == 1
+    assert type(models["MLA"].blocks[0].attn) is LatentAttention
+    assert type(variant("MHA").layer_specs()[0]) is CausalSpec
     shapes = {}
     for name in ("GQA", "MLA"):
         cache = ModelCache.for_model(models[name], 1)
         models[name](torch.zeros(1, 1, dtype=torch.long), cache=cache)  # made at step 1
         shapes[name] = [t.shape for t in cache.tensors()]
     assert shapes["GQA"] == [(1, 2, 24, 8)] * 4  # per layer, keys and values (B, G, T, D)
-    assert shapes["MLA"] == [(1, 24, 16)] * 2  # per layer, the latents (B, T, R)
-
-
-@pytest.mark.parametrize(
-    "changes, message",
-    [
-        ({"n_kv_head": 4}, r"n_kv_head \(4\) must divide n_head \(6\)"),
-        ({"n_kv_head": 0}, r"n_kv_head \(0\) must be a positive int or None"),
-        ({"n_kv_head": 2, "attention": "per-head"}, "n_kv_head .* needs attention='fused'"),
-        ({"attention": "mla"}, r"kv_latent \(None\) must be given exactly when attention='mla'"),
-        ({"kv_latent": 8}, r"kv_latent \(8\) must be given exactly when attention='mla'"),
-        ({"attention": "mla", "kv_latent": 8, "n_kv_head": 2}, "needs attention='fused'"),
-    ],
-)
-def test_bad_kv_settings_are_named(changes, message):
-    with pytest.raises(ValueError, match=message):
-        dataclasses.replace(BASE, **changes)
+    # per layer, the latents (B, T, R) and the rope keys, of width 0 here
+    assert shapes["MLA"] == [(1, 24, 16), (1, 24, 0)] * 2

@@ -151,10 +151,13 @@ def test_no_positions_or_a_gate_above_one_is_refused(form):
     form(q, k, v, g, beta, S)
 
 
-def test_gpt_layer_types_place_gated_deltanet_blocks():
+def test_a_gpt_places_gated_deltanet_blocks_where_its_layers_say():
+    from snippets.attention import CausalSpec
+    from snippets.linear_layers import LinearSpec
     from snippets.model import GPT, GPTConfig, parameter_count
 
-    config = GPTConfig(n_layer=4, layer_types=("linear", "softmax", "linear", "linear"))
+    linear, softmax = LinearSpec(4, 64, 16, 16), CausalSpec(64, 4, 32)
+    config = GPTConfig(n_layer=4, layers=(linear, softmax, linear, linear))
     model = GPT(config)
     kinds = [isinstance(b.attn, GatedDeltaNet) for b in model.blocks]
     assert kinds == [True, False, True, True]
@@ -163,18 +166,9 @@ def test_gpt_layer_types_place_gated_deltanet_blocks():
     _, loss = model(x, x)
     loss.backward()
     assert all(p.grad is not None for p in model.blocks[0].attn.parameters())
-    small = dataclasses.replace(config, linear_state=(2, 4))  # 2 heads of a 4 x 4 state
-    model = GPT(small)
+    small = LinearSpec(2, 64, 4, 4)  # 2 heads of a 4 x 4 state
+    model = GPT(dataclasses.replace(config, layers=(linear, softmax, small, small)))
     assert [(b.attn.n_head, b.attn.head_k, b.attn.head_v) for b in model.blocks[2:]] == [
         (2, 4, 4)
     ] * 2
-    assert parameter_count(small) == sum(p.numel() for p in model.parameters())
-    for bad in ((2,), (2, 0), (2.0, 4)):
-        with pytest.raises(ValueError, match=r"linear_state .* must be \(heads, D\)"):
-            dataclasses.replace(config, linear_state=bad)
-    with pytest.raises(ValueError, match=r"needs a 'linear' entry in layer_types \(None\)"):
-        GPTConfig(linear_state=(2, 4))
-    with pytest.raises(ValueError, match=r"layer_types \(\('linear',\)\) must hold n_layer \(4\)"):
-        GPTConfig(n_layer=4, layer_types=("linear",))
-    with pytest.raises(ValueError, match=r"each 'softmax' or 'linear'"):
-        GPTConfig(n_layer=1, layer_types=("mamba",))
+    assert parameter_count(model.config) == sum(p.numel() for p in model.parameters())

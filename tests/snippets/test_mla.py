@@ -2,9 +2,9 @@
 
 The absorbed form is the training form; a decode with a cache of latents and
 rope keys is recomputing; the rope key is one per position, shared by every head,
-and it carries the position; the cache holds R + Dr numbers per position. The
-kv-heads page's MLA is this layer with its extra parts off: one MLA, the same
-function of the same weights, in a layer and in a whole GPT."""
+and it carries the position; the cache holds R + Dr numbers per position. (The
+kv-heads page's MLA is this layer with its extra parts off: the lesson's test,
+tests/snippets/lessons/test_kv_heads.py.)"""
 
 import re
 
@@ -12,12 +12,8 @@ import pytest
 import torch
 from torch.testing import assert_close
 
-from snippets.cache import ModelCache
-from snippets.kv_heads import MultiHeadLatentAttention
 from snippets.mla import LatentAttention, MLASpec
-from snippets.model import GPT, GPTConfig, parameter_count
 from snippets.rope_scaling import RopeSpec
-from tests.snippets.equivalence import as_specs, from_kv_heads
 
 SPEC = MLASpec(
     n_embed=32,
@@ -127,57 +123,3 @@ def test_no_rope_part_at_all_is_mla_without_positions():
 )
 def test_the_count_by_hand_is_the_layers(spec):
     assert spec.parameters() == sum(p.numel() for p in LatentAttention(spec).parameters())
-
-
-@pytest.mark.parametrize("position", ["learned", "none"])
-@torch.no_grad()
-def test_the_kv_heads_mla_is_this_layer_with_its_extra_parts_off(position):
-    torch.manual_seed(0)
-    simple = MultiHeadLatentAttention(4, 32, 16, kv_latent=8, position=position).double()
-    for p in simple.parameters():
-        p.normal_(0, 0.5)
-    layer = from_kv_heads(simple)
-    spec = layer.spec
-    assert (spec.rope_head_size, spec.q_rank, spec.latent_norm) == (0, None, False)
-    x = torch.randn(2, T, 32, dtype=torch.float64)
-    assert_close(layer(x), simple(x), rtol=1e-12, atol=1e-12)
-    pairs = zip(layer(x, return_weights=True), simple(x, return_weights=True), strict=True)
-    for ours, its in pairs:
-        assert_close(ours, its, rtol=1e-12, atol=1e-12)  # the output, then the weights
-    mine, theirs = layer.new_cache(2, T), simple.new_cache(2, T)
-    steps = [(layer(x[:, a:b], cache=mine), simple(x[:, a:b], cache=theirs)) for a, b in
-             ((0, 5), (5, 6), (6, T))]  # fmt: skip
-    for ours, its in steps:
-        assert_close(ours, its, rtol=1e-12, atol=1e-12)
-    count = sum(p.numel() for p in simple.parameters())
-    assert spec.parameters() == count == sum(p.numel() for p in layer.parameters())
-    with pytest.raises(ValueError, match=r"position='alibi': LatentAttention adds no ALiBi"):
-        from_kv_heads(MultiHeadLatentAttention(4, 32, 16, 8, position="alibi"))
-    with pytest.raises(TypeError, match=r"must be a MultiHeadLatentAttention, got LatentAttention"):
-        from_kv_heads(layer)
-
-
-@torch.no_grad()
-def test_a_teaching_mla_gpt_is_a_gpt_of_mla_specs():
-    """GPTConfig(attention="mla") and GPTConfig(layers=(MLASpec, ...)) with the extra
-    parts off: the same parameter count, and with the weights carried over (as_specs,
-    through from_kv_heads) the same logits, whole and cached."""
-    base = {"vocab_size": 20, "context_length": 16, "n_embed": 32, "n_head": 4}
-    teaching = GPTConfig(**base, attention="mla", kv_latent=8)
-    torch.manual_seed(0)
-    gpt = GPT(teaching).double().eval()
-    for p in gpt.parameters():
-        p.add_(0.2 * torch.randn_like(p))
-    same = as_specs(gpt)
-    specs = same.config
-    assert {type(s) for s in specs.layers} == {MLASpec}
-    assert all(not s.latent_norm and s.rope_head_size == 0 for s in specs.layers)
-    assert parameter_count(specs) == parameter_count(teaching)
-    idx = torch.randint(0, 20, (2, 16), generator=torch.Generator().manual_seed(1))
-    assert_close(same(idx)[0], gpt(idx)[0], rtol=1e-12, atol=1e-12)
-    caches = ModelCache.for_model(same, 2), ModelCache.for_model(gpt, 2)
-    for a, b in ((0, 7), (7, 8), (8, 16)):
-        ours, its = (
-            model(idx[:, a:b], cache=c)[0] for model, c in zip((same, gpt), caches, strict=True)
-        )
-        assert_close(ours, its, rtol=1e-12, atol=1e-12)

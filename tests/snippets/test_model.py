@@ -8,11 +8,26 @@ import pytest
 import torch
 from torch.testing import assert_close
 
+from snippets.attention import CausalSpec
+from snippets.configurable import AttentionSpec
+from snippets.linear_layers import LinearSpec
+from snippets.mla import MLASpec
 from snippets.model import GPT, Block, GPTConfig, parameter_count
+from snippets.taming import TamedSpec
 from tests.snippets.equivalence import from_per_head
 
 # Small sizes: the whole file runs in a few seconds on 2 CPU cores.
 SMALL = GPTConfig(vocab_size=40, context_length=16, n_embed=32, n_head=4, n_layer=2)
+
+
+def spelled(config: GPTConfig, attention: str = "fused", **changes) -> GPTConfig:
+    """config with changes; "per-head": every layer the readable per-head one."""
+    config = dataclasses.replace(config, **changes)
+    if attention == "fused":
+        return config
+    C, H, T = config.n_embed, config.n_head, config.context_length
+    layers = (CausalSpec(C, H, T, per_head=True),) * config.n_layer
+    return dataclasses.replace(config, layers=layers)
 
 
 def make(config: GPTConfig = SMALL, seed: int = 0) -> GPT:
@@ -30,7 +45,7 @@ def ids(*shape: int, V: int = SMALL.vocab_size, seed: int = 1) -> torch.Tensor:
 @pytest.mark.parametrize("attention", ["fused", "per-head"])
 @pytest.mark.parametrize("T", [1, 7, SMALL.context_length])
 def test_forward_shapes(attention, T):
-    model = make(dataclasses.replace(SMALL, attention=attention))
+    model = make(spelled(SMALL, attention))
     logits, loss = model(ids(3, T))
     assert logits.shape == (3, T, SMALL.vocab_size)
     assert loss is None
@@ -54,7 +69,7 @@ def test_block_keeps_shape_and_is_residual():
 
 @pytest.mark.parametrize("attention", ["fused", "per-head"])
 def test_model_is_causal(attention):
-    model = make(dataclasses.replace(SMALL, attention=attention))
+    model = make(spelled(SMALL, attention))
     idx = ids(2, 12)
     logits, _ = model(idx)
     changed = idx.clone()
@@ -82,7 +97,7 @@ CONFIGS = [
 @pytest.mark.parametrize("tie", [False, True], ids=["untied", "tied"])
 @pytest.mark.parametrize("attention", ["fused", "per-head"])
 def test_parameter_formula_is_exact(config, tie, attention):
-    config = dataclasses.replace(config, tie_weights=tie, attention=attention)
+    config = spelled(config, attention, tie_weights=tie)
     model = GPT(config)
     assert parameter_count(config) == sum(p.numel() for p in model.parameters())
 
@@ -113,9 +128,9 @@ def test_tied_weights_are_one_tensor_trained_by_both_uses():
 
 @pytest.mark.parametrize("tie", [False, True], ids=["untied", "tied"])
 def test_fused_and_per_head_compute_the_same_function(tie):
-    per_head = make(dataclasses.replace(SMALL, attention="per-head", tie_weights=tie))
+    per_head = make(spelled(SMALL, "per-head", tie_weights=tie))
     fused = from_per_head(per_head)
-    assert fused.config.attention == "fused"
+    assert not any(spec.per_head for spec in fused.config.layers)
     assert fused.config.tie_weights == tie
     assert (fused.lm_head.weight is fused.tok_emb.weight) == tie
     idx, targets = ids(3, SMALL.context_length), ids(3, SMALL.context_length, seed=2)
@@ -142,7 +157,7 @@ def test_fused_and_per_head_compute_the_same_function(tie):
 
 
 def test_from_per_head_rejects_a_fused_model():
-    with pytest.raises(TypeError, match=re.escape("model must be a GPT with attention='per-head'")):
+    with pytest.raises(TypeError, match=re.escape("a GPT of CausalSpec(per_head=True) layers")):
         from_per_head(make())
 
 
@@ -165,7 +180,7 @@ def last_logits_gap(model: GPT, idx: torch.Tensor, seed: int) -> float:
 
 @pytest.mark.parametrize("attention", ["fused", "per-head"])
 def test_without_positions_one_block_is_blind_to_order(attention):
-    model = make(dataclasses.replace(SMALL, n_layer=1, attention=attention))
+    model = make(spelled(SMALL, attention, n_layer=1))
     idx = ids(4, 12)
     assert last_logits_gap(model, idx, seed=0) > 1e-4  # with positions: order matters
     with torch.no_grad():
@@ -234,9 +249,9 @@ def test_bad_idx(idx, error, message):
         ({"context_length": True}, TypeError, "context_length (True) must be an int, got bool"),
         ({"dropout": 1.0}, ValueError, "dropout (1.0) must be in [0, 1)"),
         (
-            {"attention": "flash"},
+            {"position": "flash"},
             ValueError,
-            "attention ('flash') must be one of ['fused', 'per-head', 'mla']",
+            "position ('flash') must be one of ['learned', 'sinusoidal', 'rope', 'alibi',",
         ),
     ],
 )
@@ -253,23 +268,33 @@ def test_gpt_needs_a_config():
 
 
 # sha256 (first 16 hex digits) of GPT(GPTConfig(**changes)).state_dict() after
-# torch.manual_seed(0), recorded before Block took its pieces from config.block:
+# torch.manual_seed(0). The plain, tamed and linear ones were recorded before
+# Block took its pieces from config.block and before the layers came from specs:
 # the teaching GPT's names, order and initial weights, kept so that a model
-# retrained from the same seed is the committed one.
+# retrained from the same seed is the committed one. The per-head, grouped and
+# latent ones were recorded when their layers became specs (ConfigurableAttention
+# and LatentAttention name and lay out their weights their own way).
+C, H, T = 64, 4, 32  # GPTConfig's defaults
+PIECES = {"qk_norm": "head", "soft_cap": 30.0, "sinks": True, "gate": "elementwise"}
 SEEDED = {
     "plain": ({}, "5287a4981bd66b90"),
-    "per-head, rope": ({"attention": "per-head", "position": "rope"}, "d0742d7c5f354132"),
+    "per-head": ({"layers": (CausalSpec(C, H, T, per_head=True),) * 2}, "900d59e50b939721"),
     "grouped, alibi, tied": (
-        {"n_kv_head": 2, "position": "alibi", "tie_weights": True},
-        "1c7e4a0765031755",
+        {"layers": (AttentionSpec(C, H, 2, 16, rope=None, alibi=True, out_bias=True),) * 2,
+         "position": "none", "tie_weights": True},
+        "6690f2299490ec57",
     ),
-    "mla": ({"attention": "mla", "kv_latent": 8}, "2f9c543180b09cf6"),
-    "tamed": (
-        {"qk_norm": "head", "soft_cap": 30.0, "sinks": True, "gate": "elementwise"},
-        "8d56ca030b1b3b7c",
+    "mla": (
+        {"layers": (MLASpec(C, H, 8, 16, 0, 16, rope=None, latent_norm=False,
+                            proj_bias=True),) * 2},
+        "ffe5bf3a41496bde",
     ),
-    "linear": ({"layer_types": ("linear", "softmax")}, "667722220b0ed126"),
-}
+    "tamed": ({"layers": (TamedSpec(C, H, T, "learned", **PIECES),) * 2}, "8d56ca030b1b3b7c"),
+    "linear": (
+        {"layers": (LinearSpec(H, C, 16, 16), CausalSpec(C, H, T, "learned"))},
+        "667722220b0ed126",
+    ),
+}  # fmt: skip
 
 
 @pytest.mark.parametrize("name", SEEDED)

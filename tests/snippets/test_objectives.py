@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch.testing import assert_close
 
+from snippets.attention import CausalSpec
 from snippets.corpus import guide_text
 from snippets.data import get_batch
 from snippets.model import GPT, GPTConfig
@@ -113,7 +114,11 @@ DATA = torch.tensor(CHAR.encode(TEXT))
     [
         GPTConfig(vocab_size=CHAR.vocab_size, context_length=32),
         GPTConfig(vocab_size=CHAR.vocab_size, context_length=32, tie_weights=True),
-        GPTConfig(vocab_size=CHAR.vocab_size, context_length=32, attention="per-head"),
+        GPTConfig(
+            vocab_size=CHAR.vocab_size,
+            context_length=32,
+            layers=(CausalSpec(64, 4, 32, per_head=True),) * 2,
+        ),
         GPTConfig(vocab_size=512, context_length=16, n_embed=32, n_head=2, n_layer=3),
     ],
     ids=["char", "char-tied", "char-per-head", "V512"],

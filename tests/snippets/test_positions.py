@@ -11,7 +11,7 @@ import pytest
 import torch
 from torch.testing import assert_close
 
-from snippets.attention import CausalSelfAttention
+from snippets.attention import CausalSelfAttention, CausalSpec
 from snippets.model import GPT, GPTConfig, parameter_count
 from snippets.positions import (
     POSITIONS,
@@ -194,9 +194,16 @@ def test_only_none_is_blind_to_the_order_of_earlier_tokens(position):
         assert change > 1e-3
 
 
-@pytest.mark.parametrize("position", POSITIONS)
+def per_head_layers(config: GPTConfig) -> GPTConfig:
+    """config with every layer the readable per-head one (no positions inside)."""
+    C, H, T = config.n_embed, config.n_head, config.context_length
+    layers = (CausalSpec(C, H, T, per_head=True),) * config.n_layer
+    return dataclasses.replace(config, layers=layers)
+
+
+@pytest.mark.parametrize("position", ["learned", "sinusoidal", "none"])
 def test_per_head_and_fused_models_agree(position):
-    config = dataclasses.replace(SMALL, attention="per-head", position=position)
+    config = per_head_layers(dataclasses.replace(SMALL, position=position))
     torch.manual_seed(0)
     per_head = GPT(config)
     fused = from_per_head(per_head)
@@ -208,9 +215,8 @@ def test_per_head_and_fused_models_agree(position):
 
 
 @pytest.mark.parametrize("position", ["sinusoidal", "rope", "alibi", "none"])
-@pytest.mark.parametrize("attention", ["fused", "per-head"])
-def test_schemes_without_a_table_run_past_the_training_length(position, attention):
-    config = dataclasses.replace(SMALL, position=position, attention=attention, max_length=48)
+def test_schemes_without_a_table_run_past_the_training_length(position):
+    config = dataclasses.replace(SMALL, position=position, max_length=48)
     torch.manual_seed(0)
     model = GPT(config).eval()
     idx = ids(2, 48)
@@ -220,10 +226,15 @@ def test_schemes_without_a_table_run_past_the_training_length(position, attentio
     assert_close(logits[:, :12], model(idx[:, :12])[0], atol=1e-5, rtol=1e-5)
 
 
-@pytest.mark.parametrize("position", POSITIONS)
-@pytest.mark.parametrize("attention", ["fused", "per-head"])
+# The per-head layer has no scheme inside it: rope and alibi only with the fused one.
+@pytest.mark.parametrize(
+    ("position", "attention"),
+    [(p, "fused") for p in POSITIONS]
+    + [(p, "per-head") for p in ("learned", "sinusoidal", "none")],
+)
 def test_parameter_formula_counts_every_scheme(position, attention):
-    config = dataclasses.replace(SMALL, position=position, attention=attention)
+    config = dataclasses.replace(SMALL, position=position)
+    config = per_head_layers(config) if attention == "per-head" else config
     assert parameter_count(config) == sum(p.numel() for p in GPT(config).parameters())
     table = SMALL.context_length * SMALL.n_embed
     assert parameter_count(config) == parameter_count(SMALL) - (position != "learned") * table

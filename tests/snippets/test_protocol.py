@@ -19,6 +19,7 @@ import pytest
 import torch
 from torch.testing import assert_close
 
+from snippets.attention import CausalSpec
 from snippets.cache import LayerCache, ModelCache
 from snippets.checkpoint import config_data, config_from_data, save_checkpoint
 from snippets.compressed_attention import CompressedSpec
@@ -30,38 +31,47 @@ from snippets.mla import LatentAttention, MLASpec
 from snippets.model import GPT, GPTConfig, parameter_count
 from snippets.rope_scaling import RopeSpec
 from snippets.sparse_mla import DSASpec, IndexerSpec
+from snippets.taming import TamedSpec
 from tests.snippets.equivalence import as_specs
 
 BASE = GPTConfig(vocab_size=20, context_length=16, n_embed=32, n_head=4, n_layer=2)
 V = BASE.vocab_size
 
+C, H, T, D = BASE.n_embed, BASE.n_head, BASE.context_length, 8
+
+
+def every(spec, position: str = "none") -> dict:
+    """Both blocks' layer from spec; position: what the embeddings add."""
+    return {"layers": (spec,) * BASE.n_layer, "position": position}
+
+
+def tamed(position: str, **pieces) -> TamedSpec:
+    return TamedSpec(C, H, T, position, **pieces)
+
+
+GDN = LinearSpec(H, C, D, D)  # Gated DeltaNet of the softmax layer's heads and widths
+LATENT = {"rope": None, "latent_norm": False, "proj_bias": True}  # the kv-heads page's MLA
 VARIANTS = {
     "plain": {},
     "sinusoidal": {"position": "sinusoidal"},
     "rope": {"position": "rope"},
     "alibi": {"position": "alibi"},
     "none": {"position": "none"},
-    "per-head": {"attention": "per-head", "position": "rope"},
-    "gqa": {"n_kv_head": 2, "position": "rope"},
-    "mqa": {"n_kv_head": 1, "position": "alibi"},
-    "mla": {"attention": "mla", "kv_latent": 8},
-    "mla-alibi": {"attention": "mla", "kv_latent": 8, "position": "alibi"},
-    "qk-norm-head": {"qk_norm": "head", "position": "rope"},
-    "qk-norm-all": {"qk_norm": "all"},
-    "soft-cap": {"soft_cap": 2.0, "position": "rope"},
-    "sinks": {"sinks": True, "position": "rope"},
-    "gate-elementwise": {"gate": "elementwise"},
-    "gate-head": {"gate": "head", "position": "alibi"},
-    "tamed-all": {
-        "qk_norm": "head",
-        "soft_cap": 2.0,
-        "sinks": True,
-        "gate": "head",
-        "position": "rope",
-    },  # fmt: skip
-    "hybrid": {"layer_types": ("linear", "softmax"), "position": "rope"},
-    "hybrid-mla": {"layer_types": ("softmax", "linear"), "attention": "mla", "kv_latent": 8},
-    "hybrid-small-state": {"layer_types": ("linear", "softmax"), "linear_state": (2, 8)},
+    "per-head": every(CausalSpec(C, H, T, per_head=True), "learned"),
+    "gqa": every(AttentionSpec(C, H, 2, D, out_bias=True)),
+    "mqa": every(AttentionSpec(C, H, 1, D, rope=None, alibi=True, out_bias=True)),
+    "mla": every(MLASpec(C, H, 8, D, 0, D, **LATENT), "learned"),
+    "mla-alibi": every(MLASpec(C, H, 8, D, 0, D, alibi=True, **LATENT)),
+    "qk-norm-head": every(tamed("rope", qk_norm="head")),
+    "qk-norm-all": every(tamed("learned", qk_norm="all"), "learned"),
+    "soft-cap": every(tamed("rope", soft_cap=2.0)),
+    "sinks": every(tamed("rope", sinks=True)),
+    "gate-elementwise": every(tamed("learned", gate="elementwise"), "learned"),
+    "gate-head": every(tamed("alibi", gate="head")),
+    "tamed-all": every(tamed("rope", qk_norm="head", soft_cap=2.0, sinks=True, gate="head")),
+    "hybrid": {"layers": (GDN, CausalSpec(C, H, T, "rope")), "position": "none"},
+    "hybrid-mla": {"layers": (MLASpec(C, H, 8, D, 0, D, **LATENT), GDN)},
+    "hybrid-small-state": {"layers": (LinearSpec(2, C, 8, 8), CausalSpec(C, H, T))},
     "rope-long": {"position": "rope", "max_length": 24},
     # Each block's layer from a spec: the configurable layer as Qwen3-Next's softmax
     # layers (gate, QK-norm) beside Gated DeltaNet; a window layer; DeepSeek's MLA;
@@ -138,6 +148,11 @@ LINEAR_LAYERS = r"(GatedDeltaNet|KimiDeltaAttention|Mamba2|LightningAttention)"
 NO_WEIGHTS = LINEAR_LAYERS + r" has no attention weights"
 # Spec layers that keep RoPE keys turned at their own positions: no rolling cache.
 NO_ROLLING = {
+    "gqa": r"ConfigurableAttention keeps no rolling cache: its keys turn once",
+    "mqa": r"ConfigurableAttention keeps no rolling cache: its keys turn once",
+    "mla": r"LatentAttention keeps no rolling cache: .*rope keys turned",
+    "mla-alibi": r"LatentAttention keeps no rolling cache: .*rope keys turned",
+    "hybrid-mla": r"LatentAttention keeps no rolling cache: .*rope keys turned",
     "spec-window": r"ConfigurableAttention keeps no rolling cache: its keys turn once",
     "spec-mla": r"LatentAttention keeps no rolling cache: .*rope keys turned",
     "spec-dsa": r"SparseLatentAttention keeps no rolling cache: .*rope keys turned",
@@ -184,7 +199,7 @@ def test_the_forward_pass_is_causal(name):
 def test_cached_logits_and_generation_equal_recomputation(name):
     model = model_of(name)
     if name == "per-head":  # refused by design: the readable layer keeps no keys
-        with pytest.raises(TypeError, match=r"per-head layer keeps no keys.*attention='fused'"):
+        with pytest.raises(TypeError, match=r"per-head layer keeps no keys.*per_head=False"):
             ModelCache.for_model(model, 2)
         return
     T = model.config.longest
@@ -246,7 +261,8 @@ def test_every_layer_gives_its_weights_or_says_why_not(name):
         assert w.size(-1) == 10 or name in ENTRIES
         assert torch.all(raw.triu(1) == 0)  # nothing from a later position
         total = w.sum(-1)  # 1 per row; below 1 with a sink taking its share
-        if model.config.sinks or name in ENTRIES:
+        sinks = any(getattr(spec, "sinks", False) for spec in model.config.layer_specs())
+        if sinks or name in ENTRIES:
             assert torch.all(total < 1) and torch.all(total > 0)
         else:
             assert_close(total, torch.ones_like(total))
@@ -278,20 +294,23 @@ def test_the_parameter_count_and_a_checkpoint(name, tmp_path):
         assert torch.equal(loaded(ids(9))[0], model(ids(9))[0])
 
 
-@pytest.mark.parametrize("name", VARIANTS)
-def test_the_teaching_options_are_per_layer_specs(name):
-    """GPTConfig's teaching fields and its per-layer specs are one mechanism: a teaching
-    GPT rebuilt from specs (as_specs) has the same count and computes the same logits,
-    whole and cached; ALiBi, which no spec layer adds, is refused by name."""
+# The variants whose softmax layers are the plain causal layer or TamedAttention.
+FUSED = [
+    name
+    for name in VARIANTS
+    if any(type(s) in (CausalSpec, TamedSpec) for s in model_of(name).config.layer_specs())
+    and name != "per-head"
+]
+
+
+@pytest.mark.parametrize("name", FUSED)
+def test_the_plain_and_tamed_layers_are_options_of_the_configurable_layer(name):
+    """The plain causal layer and TamedAttention compute what ConfigurableAttention
+    computes with the same options: a GPT of them rebuilt with AttentionSpecs
+    (as_specs) has the same count and computes the same logits, whole and cached."""
     model = model_of(name)
-    if model.config.layers is not None:  # a GPT of specs already
-        return
-    if model.config.position == "alibi":
-        with pytest.raises(ValueError, match=r"position='alibi': no spec layer adds ALiBi"):
-            as_specs(model)
-        return
     specs = as_specs(model)
-    assert specs.config.layers is not None and specs.config.attention == "fused"
+    assert all(type(s) in (AttentionSpec, LinearSpec) for s in specs.config.layers)
     assert parameter_count(specs.config) == parameter_count(model.config)
     T = model.config.longest
     idx = ids(T)
@@ -301,10 +320,14 @@ def test_the_teaching_options_are_per_layer_specs(name):
 
 
 def test_refused_combinations_name_the_option():
-    with pytest.raises(ValueError, match=r"qk_norm, soft_cap, sinks and gate need attention"):
-        dataclasses.replace(BASE, sinks=True, n_kv_head=2)
-    with pytest.raises(ValueError, match=r"does not take position='rope'"):
-        dataclasses.replace(BASE, attention="mla", kv_latent=8, position="rope")
+    with pytest.raises(ValueError, match=r"qk_norm \('rms'\) must be one of"):
+        tamed("rope", qk_norm="rms")
+    with pytest.raises(ValueError, match=r"per_head=True with position='rope'"):
+        CausalSpec(C, H, T, "rope", per_head=True)
+    with pytest.raises(ValueError, match=r"alibi=True with rope=RopeSpec"):
+        AttentionSpec(C, H, 2, D, alibi=True)
+    with pytest.raises(ValueError, match=r"alibi=True with rope_head_size=4"):
+        MLASpec(C, H, 8, D, 4, D, alibi=True)
     model = model_of("rope")
     with pytest.raises(ValueError, match=r"cache must be a ModelCache with one cache per layer"):
         model(ids(2), cache=LayerCache())
@@ -346,6 +369,9 @@ SPECS = {
         32, 4, 2, 8, kind="chunk", size=5, rope=None, temperature=(4, 0.1)
     ),  # fmt: skip
     "capped-sinks": AttentionSpec(32, 4, 4, 8, soft_cap=3.0, sinks=True, gate="head"),
+    "alibi-window-capped": AttentionSpec(
+        32, 4, 2, 8, kind="window", size=4, rope=None, alibi=True, soft_cap=3.0
+    ),
     # Gemma 4's full layers: K=V, the norm on V, proportional RoPE, unscaled scores.
     "gemma4-full": AttentionSpec(
         32,
@@ -364,6 +390,7 @@ LAYERS = {
     "latent": lambda: LatentAttention(MLASpec(32, 4, 8, 6, 4, 6, q_rank=12)),
     "latent-no-q-rank": lambda: LatentAttention(MLASpec(32, 2, 8, 6, 4, 6, rope=RopeSpec())),
     "latent-no-rope": lambda: LatentAttention(MLASpec(32, 4, 8, 6, 4, 6, rope=None)),  # Kimi
+    "latent-alibi": lambda: LatentAttention(MLASpec(32, 4, 8, 6, 0, 6, rope=None, alibi=True)),
 }
 
 

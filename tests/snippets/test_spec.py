@@ -23,6 +23,7 @@ def test_importing_the_gpt_lists_every_spec_its_config_can_hold():
     expected = [
         "AttentionSpec",
         "BlockSpec",
+        "CausalSpec",
         "CompressedSpec",
         "DSASpec",
         "DiffAttentionSpec",
@@ -30,6 +31,7 @@ def test_importing_the_gpt_lists_every_spec_its_config_can_hold():
         "LinearSpec",
         "MLASpec",
         "RopeSpec",
+        "TamedSpec",
     ]
     assert run.stdout.strip() == str(expected)
 

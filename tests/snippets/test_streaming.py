@@ -15,6 +15,7 @@ from snippets.streaming import (
     stream_logits,
     stream_step,
 )
+from snippets.taming import TamedSpec
 
 
 def rope_model(n_layer: int = 2, max_length: int = 64, seed: int = 0) -> GPT:
@@ -126,9 +127,10 @@ def test_the_taming_pieces_stream_as_they_train(pieces):
     # A tamed layer read token by token (its sinks, cap, norm and gate applied at every
     # step) gives the full forward pass, and with one layer recompute's logits.
     torch.manual_seed(0)
+    layer = TamedSpec(16, 2, 16, "rope", 64, **pieces)
     config = GPTConfig(
         vocab_size=11, context_length=16, n_embed=16, n_head=2, n_layer=1,
-        position="rope", max_length=64, **pieces,
+        position="none", max_length=64, layers=(layer,),
     )  # fmt: skip
     model = GPT(config).eval()
     with torch.no_grad():  # sinks away from 0, gate and norm scales away from their start

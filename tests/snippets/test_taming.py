@@ -1,5 +1,6 @@
 """Tests for snippets/taming.py: each piece's defining property, and the layer composing them."""
 
+import dataclasses
 import math
 import re
 
@@ -13,6 +14,7 @@ from snippets.taming import (
     OutputGate,
     QKNorm,
     TamedAttention,
+    TamedSpec,
     gate_output,
     qk_norm,
     rms_norm,
@@ -276,9 +278,17 @@ def test_the_layer_caps_its_scores():
     assert_close(weights, even.expand(B, H, T, T), atol=1e-3, rtol=0)
 
 
+def tamed_config(position="rope", **fields) -> GPTConfig:
+    """A GPT whose every layer is a TamedSpec of `pieces`, RoPE inside."""
+    sizes = {k: fields.pop(k) for k in ("vocab_size", "context_length", "n_layer") if k in fields}
+    config = GPTConfig(n_embed=fields.pop("n_embed", C), n_head=fields.pop("n_head", H), **sizes)
+    layer = TamedSpec(config.n_embed, config.n_head, config.context_length, position, **fields)
+    return dataclasses.replace(config, position="none", layers=(layer,) * config.n_layer)
+
+
 def test_gpt_config_builds_and_counts_the_pieces():
     for pieces in PIECES.values():
-        config = GPTConfig(vocab_size=16, n_embed=C, n_head=H, position="rope", **pieces)
+        config = tamed_config(vocab_size=16, **pieces)
         model = GPT(config)
         assert isinstance(model.blocks[0].attn, TamedAttention)
         assert parameter_count(config) == sum(p.numel() for p in model.parameters())
@@ -286,14 +296,8 @@ def test_gpt_config_builds_and_counts_the_pieces():
 
 def test_a_gpt_with_every_piece_trains():
     torch.manual_seed(0)
-    config = GPTConfig(
-        vocab_size=8,
-        context_length=8,
-        n_embed=16,
-        n_head=2,
-        n_layer=1,
-        position="rope",
-        **PIECES["all"],
+    config = tamed_config(
+        vocab_size=8, context_length=8, n_embed=16, n_head=2, n_layer=1, **PIECES["all"]
     )
     model = GPT(config)
     idx = torch.arange(8).repeat(4, 1) % 8  # 0 1 2 ... 7: each token says the next
@@ -316,10 +320,9 @@ def test_a_gpt_with_every_piece_trains():
         ({"gate": "channel"}, "gate ('channel') must be one of"),
         ({"sinks": 1}, "sinks (1) must be True or False"),
         ({"soft_cap": 0.0}, "cap (0.0) must be positive"),
-        ({"qk_norm": "head", "attention": "per-head"}, "need attention='fused'"),
-        ({"sinks": True, "n_kv_head": 2}, "n_kv_head=2"),
+        ({"per_head": True}, "per_head=True with position='rope'"),
     ],
 )
-def test_gpt_config_rejects_bad_pieces(pieces, message):
+def test_a_tamed_spec_rejects_bad_pieces(pieces, message):
     with pytest.raises(ValueError, match=re.escape(message)):
-        GPTConfig(n_embed=C, n_head=H, **pieces)
+        TamedSpec(C, H, 16, "rope", **pieces)

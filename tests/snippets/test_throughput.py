@@ -8,7 +8,7 @@ from snippets.throughput import ladder, make_bench_step
 def test_each_rung_of_the_ladder_changes_one_setting():
     rungs = list(ladder(with_compile=True).values())
     assert rungs[0] == {
-        "compile": False, "attention": "per-head", "tie_weights": False, "adamw": "for-loop"
+        "compile": False, "per_head": True, "tie_weights": False, "adamw": "for-loop"
     }  # fmt: skip
     for before, after in zip(rungs, rungs[1:], strict=False):
         assert sum(before[k] != after[k] for k in before) == 1

@@ -1,10 +1,11 @@
-"""The kv-heads page's lesson layers compute what the package's layers compute.
+"""The kv-heads page's lesson layers compute what the package's spec layers compute.
 
-GroupedQueryAttention and MultiHeadLatentAttention of the lesson have the package's
-parameter names and shapes (qkv, proj; query, kv_down, key_up, value_up, proj), so
-the weights copy over with load_state_dict, no mapping. With the weights copied, each
-equals the package's layer (snippets.kv_heads) in one pass and through a cache fed
-in pieces; the GQA cache holds G heads, the MLA cache the latents. The lesson's
+The lesson's GroupedQueryAttention is an AttentionSpec's ConfigurableAttention with
+n_kv_head key/value heads, no RoPE and a bias on proj (its qkv rows are the q, k and v
+weights); its MultiHeadLatentAttention is an MLASpec's LatentAttention with the extra
+parts off (tests/snippets/equivalence.py carries the weights over). With the weights
+copied, each equals the package's layer in one pass and through a cache fed in
+pieces; the GQA cache holds G heads, the MLA cache the latents. The lesson's
 kv_cache_bytes equals the package's. The page shows each layer as a change of the
 generation page's cached layer: its highlighted lines are exactly those that differ.
 """
@@ -17,6 +18,7 @@ import torch
 import snippets.kv_heads as library
 from snippets.lessons import generation
 from snippets.lessons import kv_heads as lesson
+from tests.snippets.equivalence import as_spec_layer, from_kv_heads
 from tests.snippets.lessons.highlight import assert_highlights_are_the_changes
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -60,8 +62,9 @@ def assert_context_matters(layer):
 
 def gqa_pair(G):
     mine = large_weights(lesson.GroupedQueryAttention(H, G, C))
-    theirs = library.GroupedQueryAttention(H, G, C, T_MAX).eval()
-    theirs.load_state_dict(mine.state_dict())  # qkv, proj: the same names and shapes
+    theirs = as_spec_layer(mine).eval()  # qkv's rows: q, then k, then v
+    spec = theirs.spec
+    assert (spec.n_kv_head, spec.rope, spec.alibi, spec.out_bias) == (G, None, False, True)
     return mine, theirs
 
 
@@ -101,9 +104,10 @@ def test_gqa_with_g_equal_h_is_the_generation_page_s_layer():
 
 def mla_pair():
     mine = large_weights(lesson.MultiHeadLatentAttention(H, C, R))
-    theirs = library.MultiHeadLatentAttention(H, C, T_MAX, R).eval()
-    # query, kv_down, key_up, value_up, proj: the same names and shapes
-    theirs.load_state_dict(mine.state_dict())
+    theirs = from_kv_heads(mine).eval()  # key_up and value_up: kv_up's rows per head
+    spec = theirs.spec
+    assert (spec.rope_head_size, spec.q_rank, spec.latent_norm) == (0, None, False)
+    assert spec.parameters() == sum(p.numel() for p in mine.parameters())
     return mine, theirs
 
 
@@ -130,13 +134,19 @@ def test_mla_through_the_cache_equals_the_package_s_and_one_pass(pieces):
 
 @pytest.mark.parametrize("last", [12, 3, 1])
 def test_mla_absorbed_equals_forward_and_the_package_s(last):
-    """The last `last` positions, from the latents of all 12, read as they are."""
+    """The last `last` positions, from the latents of all 12, read as they are: the
+    lesson's absorbed form, its forward, and the package's absorbed form."""
     mine, theirs = mla_pair()
     with torch.no_grad():
         c = mine.kv_down(X)  # (B, 12, R)
         got = mine.attend_absorbed(X[:, -last:], c)
         torch.testing.assert_close(got, mine(X)[:, -last:])
-        torch.testing.assert_close(got, theirs.attend_absorbed(X[:, -last:], c))
+        q_nope, q_rope = theirs.queries(X[:, -last:], 12 - last)
+        k_rope = c.new_zeros(2, 12, 0)  # no RoPE part
+        positions = torch.arange(12)
+        mask = positions[-last:, None] >= positions[None, :]  # (last, 12): causal
+        expected = theirs.attend_absorbed(q_nope, q_rope, c, k_rope, mask)
+        torch.testing.assert_close(got, expected)
 
 
 # ------------------------------------------------------------------ cache bytes
