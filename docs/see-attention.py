@@ -26,13 +26,13 @@
 #    with the causal mask visible as the empty upper triangle.
 #
 # **Afterwards you can** tell an induction head and a previous-token head apart on a
-# heat map, and read a head's pattern off its weights. **About <!-- minutes --> minutes.**
+# heat map, and read a head's pattern off its weights.
+# **About <!-- minutes --> minutes.**
 #
-# The models live in `snippets/induction.py` and `snippets/char_gpt.py`, with their
-# tests in `tests/snippets/test_induction.py` and `tests/snippets/test_char_gpt.py`;
-# `lab/model_cache.py` keeps them trained in a cache. The [attention
-# explorer](../multi-head/#see-the-heads-at-work) shows the same models' weights, one
-# query at a time. API reference: [snippets.induction](../reference/induction/),
+# The models live in `snippets/induction.py` and `snippets/char_gpt.py`. The
+# [attention explorer](../multi-head/#see-the-heads-at-work) shows the same models'
+# weights, one query at a time. API reference:
+# [snippets.induction](../reference/induction/),
 # [snippets.char_gpt](../reference/char_gpt/).
 
 # %%

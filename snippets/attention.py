@@ -21,7 +21,7 @@ from snippets.masks import causal_mask
 # RoPE and ALiBi act inside attention: the batched layer takes a position scheme,
 # and a cache (snippets/cache.py) of the positions it has read.
 from snippets.cache import kv_cache, read
-from snippets.layer_schedule import visible
+from snippets.masks import visible
 from snippets.positions import alibi_mask, check_position
 from snippets.spec import LayerSpec
 

@@ -33,20 +33,13 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from snippets.attention import CausalSpec
 from snippets.checks import check_positive_int
-from snippets.compressed_attention import CompressedSpec
-from snippets.configurable import AttentionSpec
-from snippets.differential import DiffAttentionSpec
-from snippets.linear_layers import LinearSpec
-from snippets.mla import MLASpec
-from snippets.sparse_mla import DSASpec
-from snippets.spec import Spec
-from snippets.taming import TamedSpec, rms_norm
+from snippets.spec import LayerSpec, Spec
 
 # --8<-- [end:imports]
 
 __all__ = [
+    "rms_norm",
     "check_layers",
     "RMSNorm",
     "GatedMLP",
@@ -54,21 +47,6 @@ __all__ = [
     "ScaledEmbedding",
     "no_norm",
 ]
-
-
-# The layer specs a GPT's `layers` takes, each building its own layer (not
-# Large4Spec, an MLASpec whose layer takes an indexer too). Imported here,
-# each is listed in SPECS: a checkpoint's GPTConfig reads back any of them.
-GPT_LAYERS = (
-    CausalSpec,
-    TamedSpec,
-    AttentionSpec,
-    MLASpec,
-    LinearSpec,
-    DSASpec,
-    CompressedSpec,
-    DiffAttentionSpec,
-)
 
 
 def check_layers(config) -> None:
@@ -85,32 +63,13 @@ def check_layers(config) -> None:
             f"{type(layers).__name__} of {len(layers)}"
         )
     for i, spec in enumerate(layers):
-        if type(spec) not in GPT_LAYERS:
-            names = [c.__name__ for c in GPT_LAYERS]
+        if not isinstance(spec, LayerSpec):
             got = type(spec).__name__
-            raise TypeError(f"layers[{i}] must be one of {names}, got {got}")
-        # the same width; the same heads where weights stack (a linear layer
-        # gives none, and its state may have other heads)
-        same = ("n_embed",) if type(spec) is LinearSpec else ("n_embed", "n_head")
-        for name in same:
-            if getattr(spec, name) != getattr(config, name):
-                raise ValueError(
-                    f"layers[{i}].{name} ({getattr(spec, name)}) must be "
-                    f"{name} ({getattr(config, name)})"
-                )
-        if type(spec) is DSASpec and spec.indexer is None:
-            raise ValueError(
-                f"layers[{i}].indexer (None): a GPT's DSA layers each run an "
-                f"indexer of their own (reusing another layer's choice, as a "
-                f"'shared' layer of GLM-5's config does, is a link between layers "
-                f"that a spec does not hold)"
+            raise TypeError(
+                f"layers[{i}] must be a LayerSpec (a spec that builds its "
+                f"layer), got {got}"
             )
-        if getattr(spec, "kv_source", None) is not None:
-            raise ValueError(
-                f"layers[{i}].kv_source ({spec.kv_source}): a GPT's layers keep "
-                f"their own keys and values (a sharing layer needs a cache even "
-                f"for one pass)"
-            )
+        spec.check_in_gpt(i, config)
     if config.position in ("rope", "alibi"):
         raise ValueError(
             f"position={config.position!r} acts inside attention: with layers, "
@@ -118,6 +77,33 @@ def check_layers(config) -> None:
             f"alibi); position adds to the embeddings only "
             f"('learned', 'sinusoidal' or 'none')"
         )
+
+
+# --8<-- [start:rms_norm]
+def rms_norm(
+    x: torch.Tensor, weight: torch.Tensor | None = None, eps: float = 1e-6
+) -> torch.Tensor:
+    """x divided by its root mean square over the last dimension, times weight.
+
+    (..., N) -> (..., N); weight (N,), one learned scale per channel. Computed in
+    float32 as transformers' Qwen3RMSNorm does. Gemma 3 and Qwen3-Next store the
+    scale minus one: pass 1 + their weight.
+    """
+    N = x.size(-1)
+    if weight is not None and tuple(weight.shape) != (N,):
+        raise ValueError(
+            f"weight of shape {tuple(weight.shape)} must be ({N},): one scale per "
+            f"channel of the last dimension of x {tuple(x.shape)}"
+        )
+    if not eps > 0:  # under the root: a zero row would give 0 / 0, NaN
+        raise ValueError(f"eps ({eps!r}) must be > 0: it keeps the root above 0")
+    x32 = x.float()
+    y = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)  # rms 1
+    y = y.to(x.dtype)
+    return y if weight is None else y * weight
+
+
+# --8<-- [end:rms_norm]
 
 
 # --8<-- [start:norm]

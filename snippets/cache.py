@@ -22,7 +22,7 @@ key/value heads, T positions, D head size.
 # --8<-- [start:imports]
 import torch
 
-from snippets.layer_schedule import visible
+from snippets.masks import visible
 from snippets.positions import apply_rope
 
 # --8<-- [end:imports]

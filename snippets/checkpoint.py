@@ -5,6 +5,7 @@ snippets/train.py writes and reads them.
 """
 
 import dataclasses
+import importlib
 import os
 from pathlib import Path
 
@@ -64,13 +65,15 @@ def check_same_config(saved: dict, config) -> None:
 def config_data(config) -> dict:
     """A config (a dataclass, a GPTConfig with per-layer specs too) as plain
     data that a checkpoint holds and torch.load(weights_only=True) reads back:
-    each spec in it a dict of its fields, tagged with its class's name."""
+    each spec in it a dict of its fields, tagged with its module and class
+    name ("snippets.mla.MLASpec"), which config_from_data imports."""
 
     def data(value):
         if dataclasses.is_dataclass(value):
             fields = dataclasses.fields(value)
             tagged = {f.name: data(getattr(value, f.name)) for f in fields}
-            return {"spec": type(value).__name__, **tagged}
+            cls = type(value)
+            return {"spec": f"{cls.__module__}.{cls.__qualname__}", **tagged}
         if isinstance(value, tuple):
             return tuple(data(v) for v in value)
         return value
@@ -81,18 +84,29 @@ def config_data(config) -> dict:
 
 
 def config_from_data(cls, data: dict):
-    """config_data's inverse: cls(**fields), every tagged spec made again (a
-    spec class is found by its name in SPECS, where it is listed when defined:
-    the module of cls imports the specs its config holds)."""
+    """config_data's inverse: cls(**fields), every tagged spec made again. A
+    tag "snippets.x.NameSpec" imports snippets.x (only the package's modules);
+    a bare class name (an older checkpoint, a class defined on a page) is
+    looked up in SPECS, where a spec class is listed when defined."""
+
+    def spec_class(tag: str) -> type:
+        module, _, name = tag.rpartition(".")
+        if module.startswith("snippets."):
+            try:
+                return getattr(importlib.import_module(module), name)
+            except (ImportError, AttributeError):
+                pass  # moved or renamed since: try the name alone
+        if name not in SPECS:
+            raise ValueError(
+                f"a spec named {tag!r} is not one of {sorted(SPECS)} and no "
+                f"module of the package defines it"
+            )
+        return SPECS[name]
 
     def value(v):
         if isinstance(v, dict) and "spec" in v:
-            if v["spec"] not in SPECS:
-                raise ValueError(
-                    f"a spec named {v['spec']!r} is not one of {sorted(SPECS)}"
-                )
             fields = {k: value(x) for k, x in v.items() if k != "spec"}
-            return SPECS[v["spec"]](**fields)
+            return spec_class(v["spec"])(**fields)
         if isinstance(v, (tuple, list)):
             return tuple(value(x) for x in v)
         return v

@@ -26,7 +26,7 @@ import torch.nn as nn
 
 from snippets.cache import Cache, LayerCache, no_rolling
 from snippets.checks import check_positive_int
-from snippets.layer_schedule import visible
+from snippets.masks import visible
 from snippets.rope_scaling import RopeSpec, frequencies
 from snippets.sparse_attention import index_scores
 from snippets.sparse_mla import choose

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from snippets.cache import LayerCache, SharedCache, no_rolling
 from snippets.checks import check_positive_int
 from snippets.kv_heads import expand_kv
-from snippets.layer_schedule import KINDS, nope_temperature, visible
+from snippets.masks import KINDS, nope_temperature, visible
 from snippets.positions import alibi_at
 from snippets.rope_scaling import RopeSpec, rotate
 from snippets.spec import LayerSpec

@@ -21,13 +21,13 @@ import math
 import torch
 import torch.nn as nn
 
+from snippets.blocks import rms_norm
 from snippets.cache import kv_cache
 from snippets.checks import check_positive_int
 from snippets.kv_heads import expand_kv
-from snippets.layer_schedule import visible
+from snippets.masks import visible
 from snippets.rope_scaling import RopeSpec, rotate
 from snippets.spec import LayerSpec
-from snippets.taming import rms_norm
 
 # --8<-- [end:imports]
 

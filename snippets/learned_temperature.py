@@ -25,7 +25,7 @@ import torch.nn as nn
 
 from snippets.cache import LayerCache, SharedCache, no_rolling
 from snippets.checks import check_positive_int
-from snippets.layer_schedule import visible
+from snippets.masks import visible
 from snippets.mla import WHY, LatentAttention, MLASpec
 from snippets.positions import apply_rope
 from snippets.rope_scaling import RopeSpec, frequencies

@@ -58,6 +58,8 @@ class LinearSpec(LayerSpec):
     chunk_size: int = 64
     slopes: tuple[float, ...] | None = None
 
+    gpt_sizes = ("n_embed",)  # a state's heads need not be the GPT's
+
     def __post_init__(self):
         for name in ("n_head", "n_embed", "head_k", "head_v", "chunk_size"):
             check_positive_int(name, getattr(self, name))

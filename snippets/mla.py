@@ -29,7 +29,7 @@ import torch.nn.functional as F
 
 from snippets.cache import LayerCache, no_rolling
 from snippets.checks import check_positive_int
-from snippets.layer_schedule import visible
+from snippets.masks import visible
 from snippets.positions import alibi_at
 from snippets.rope_scaling import RopeSpec, rotate
 from snippets.spec import LayerSpec

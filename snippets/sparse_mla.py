@@ -24,7 +24,7 @@ import torch
 import torch.nn as nn
 
 from snippets.checks import check_positive_int
-from snippets.layer_schedule import visible
+from snippets.masks import visible
 from snippets.mla import LatentAttention, MLASpec
 from snippets.rope_scaling import RopeSpec, rotate
 from snippets.sparse_attention import index_scores
@@ -232,7 +232,7 @@ class DSASpec(LayerSpec):
 
     indexer None: the layer reuses an earlier layer's choice (a "shared" layer
     of GLM-5's config, indexer_types), which a
-    GPT built from specs refuses (blocks.check_layers): it has no such link.
+    GPT built from specs refuses (check_in_gpt): it has no such link.
     """
 
     mla: MLASpec
@@ -250,6 +250,16 @@ class DSASpec(LayerSpec):
         if self.indexer is not None and not isinstance(self.indexer, IndexerSpec):
             got = type(self.indexer).__name__
             raise TypeError(f"indexer must be an IndexerSpec or None, got {got}")
+
+    def check_in_gpt(self, i: int, config) -> None:
+        super().check_in_gpt(i, config)
+        if self.indexer is None:
+            raise ValueError(
+                f"layers[{i}].indexer (None): a GPT's DSA layers each run an "
+                f"indexer of their own (reusing another layer's choice, as a "
+                f"'shared' layer of GLM-5's config does, is a link between layers "
+                f"that a spec does not hold)"
+            )
 
     @property
     def n_embed(self) -> int:

@@ -1,10 +1,11 @@
 """Specs: the frozen dataclasses a GPTConfig holds besides its sizes.
 
-A spec class is listed in SPECS by its name when it is defined, which is how
-a checkpoint's config is read back (snippets/checkpoint.py). A LayerSpec also
-builds the layer it describes and counts that layer's parameters by hand, so
-a GPT builds every block's layer as spec.build(): a new kind of layer is a
-new spec class, with no table to add it to.
+A checkpoint stores each spec with its module and class name and imports that
+module to read it back (snippets/checkpoint.py); a spec class is also listed
+in SPECS by its name when it is defined. A LayerSpec builds the layer it
+describes, counts that layer's parameters by hand and says what it needs of
+the GPT around it, so a GPT builds every block's layer as spec.build(): a new
+kind of layer is a new spec class in a new file, with no table to add it to.
 """
 
 import torch.nn as nn
@@ -30,6 +31,25 @@ class Spec:
 
 class LayerSpec(Spec):
     """The spec of one block's layer (softmax, MLA, linear, ...)."""
+
+    # the GPTConfig sizes this layer's must equal: weights stack across blocks
+    # (a linear layer's state may have heads of its own: its spec says n_embed)
+    gpt_sizes = ("n_embed", "n_head")
+
+    def check_in_gpt(self, i: int, config) -> None:
+        """Raise if this spec cannot be block i's layer of a GPT of config."""
+        for name in self.gpt_sizes:
+            if getattr(self, name) != getattr(config, name):
+                raise ValueError(
+                    f"layers[{i}].{name} ({getattr(self, name)}) must be "
+                    f"{name} ({getattr(config, name)})"
+                )
+        if getattr(self, "kv_source", None) is not None:
+            raise ValueError(
+                f"layers[{i}].kv_source ({self.kv_source}): a GPT's layers keep "
+                f"their own keys and values (a sharing layer needs a cache even "
+                f"for one pass)"
+            )
 
     def build(self) -> nn.Module:
         """The layer this spec describes, newly initialised."""

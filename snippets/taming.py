@@ -17,9 +17,10 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from snippets.attention import CausalSpec, alibi_mask
+from snippets.blocks import rms_norm
 from snippets.cache import kv_cache, read
 from snippets.checks import check_config, check_input, check_shape
-from snippets.layer_schedule import visible
+from snippets.masks import visible
 from snippets.positions import check_position
 
 # --8<-- [end:imports]
@@ -27,7 +28,6 @@ from snippets.positions import check_position
 __all__ = [
     "QK_NORMS",
     "GATES",
-    "rms_norm",
     "qk_norm",
     "QKNorm",
     "soft_cap",
@@ -47,29 +47,6 @@ GATES = (None, "elementwise", "head")  # per head and channel (Qwen3-Next), per 
 
 
 # --8<-- [start:qk_norm]
-def rms_norm(
-    x: torch.Tensor, weight: torch.Tensor | None = None, eps: float = 1e-6
-) -> torch.Tensor:
-    """x divided by its root mean square over the last dimension, times weight.
-
-    (..., N) -> (..., N); weight (N,), one learned scale per channel. Computed in
-    float32 as transformers' Qwen3RMSNorm does. Gemma 3 and Qwen3-Next store the
-    scale minus one: pass 1 + their weight.
-    """
-    N = x.size(-1)
-    if weight is not None and tuple(weight.shape) != (N,):
-        raise ValueError(
-            f"weight of shape {tuple(weight.shape)} must be ({N},): one scale per "
-            f"channel of the last dimension of x {tuple(x.shape)}"
-        )
-    if not eps > 0:  # under the root: a zero row would give 0 / 0, NaN
-        raise ValueError(f"eps ({eps!r}) must be > 0: it keeps the root above 0")
-    x32 = x.float()
-    y = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)  # rms 1
-    y = y.to(x.dtype)
-    return y if weight is None else y * weight
-
-
 def qk_norm(
     x: torch.Tensor,
     weight: torch.Tensor | None = None,

@@ -12,11 +12,11 @@ import pytest
 import torch
 from torch.testing import assert_close
 
+from snippets.blocks import rms_norm
 from snippets.cache import LayerCache, ModelCache, SharedCache
 from snippets.configurable import AttentionSpec, ConfigurableAttention
 from snippets.positions import rope_frequencies
 from snippets.rope_scaling import RopeSpec, frequencies, proportional_frequencies, rotate
-from snippets.taming import rms_norm
 
 T = 20
 BASE = AttentionSpec(n_embed=24, n_head=4, n_kv_head=2, head_size=16, qk_norm="head")

@@ -20,10 +20,10 @@ from transformers.models.diffllama.modeling_diffllama import (
     DiffLlamaRotaryEmbedding,
 )
 
+from snippets.blocks import rms_norm
 from snippets.differential import DiffAttention, DiffAttentionSpec, differential_map
 from snippets.kv_heads import expand_kv
 from snippets.rope_scaling import RopeSpec
-from snippets.taming import rms_norm
 
 # float64 on both sides; the residue is float32 rounding where both compute in float32
 # (transformers' lambda, the guide's RMSNorm, as the paper's code does).

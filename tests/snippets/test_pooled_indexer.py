@@ -12,7 +12,7 @@ import pytest
 import torch
 from torch.testing import assert_close
 
-from snippets.layer_schedule import visible
+from snippets.masks import visible
 from snippets.pooled_indexer import PooledIndexer, pool_choice, pool_keys
 from snippets.sparse_mla import IndexerSpec
 

@@ -5,35 +5,123 @@ Each spec's build() and parameters() against its layer: the tests of its module.
 import dataclasses
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
+import torch
 
 from snippets.spec import SPECS, LayerSpec, Spec
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_importing_the_gpt_lists_every_spec_its_config_can_hold():
-    """A resumed run imports the GPT, not every layer module: each spec class a
-    GPTConfig can hold must be in SPECS by then, in a fresh interpreter."""
-    code = "import snippets.model; from snippets.spec import SPECS; print(sorted(SPECS))"
-    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+def every_layer_kind():
+    """One spec of every layer kind the package has, for a GPT of C = 32, H = 4."""
+    from snippets.attention import CausalSpec
+    from snippets.compressed_attention import CompressedSpec
+    from snippets.configurable import AttentionSpec
+    from snippets.differential import DiffAttentionSpec
+    from snippets.linear_layers import LinearSpec
+    from snippets.mla import MLASpec
+    from snippets.sparse_mla import DSASpec, IndexerSpec
+    from snippets.taming import TamedSpec
+
+    mla = MLASpec(32, 4, 16, 8, 4, 8, q_rank=16)
+    return (
+        CausalSpec(32, 4, 16),
+        TamedSpec(32, 4, 16, qk_norm="head"),
+        AttentionSpec(32, 4, 2, 8),
+        mla,
+        LinearSpec(2, 32, 8, 8),
+        DSASpec(mla, IndexerSpec(2, 8, 4, top_k=4)),
+        CompressedSpec(32, 4, 8, 4, q_rank=16, window=4, o_groups=2, o_rank=8, ratio=4),
+        DiffAttentionSpec(32, 4, 2, 8, depth=0),
+    )
+
+
+def test_a_checkpoint_of_every_layer_kind_reads_back_after_importing_only_the_gpt():
+    """A resumed run imports the GPT, not every layer module: the checkpoint's
+    config names each spec's module, which reading it imports, in a fresh
+    interpreter that imported only the GPT and the checkpoint code."""
+    from snippets.checkpoint import config_data
+    from snippets.model import GPTConfig
+
+    layers = every_layer_kind()
+    config = GPTConfig(
+        n_embed=32, n_head=4, n_layer=len(layers), context_length=16, position="none", layers=layers
+    )
+    data = config_data(config)
+    assert {d["spec"].rpartition(".")[0] for d in data["layers"]} >= {
+        "snippets.mla",
+        "snippets.differential",
+        "snippets.linear_layers",
+    }
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "config.pt"
+        torch.save(data, path)
+        code = (
+            "import sys, torch; import snippets.model, snippets.checkpoint as c; "
+            "before = {m for m in sys.modules if m.startswith('snippets.')}; "
+            f"config = c.config_from_data(snippets.model.GPTConfig, torch.load({str(path)!r}, "
+            "weights_only=True)); print(repr(config)); "
+            "print(sorted({m for m in sys.modules if m.startswith('snippets.')} - before))"
+        )
+        run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert run.returncode == 0, run.stderr
-    expected = [
-        "AttentionSpec",
-        "BlockSpec",
-        "CausalSpec",
-        "CompressedSpec",
-        "DSASpec",
-        "DiffAttentionSpec",
-        "IndexerSpec",
-        "LinearSpec",
-        "MLASpec",
-        "RopeSpec",
-        "TamedSpec",
-    ]
-    assert run.stdout.strip() == str(expected)
+    read, imported = run.stdout.strip().splitlines()
+    assert read == repr(config)
+    assert "snippets.mla" in imported and "snippets.differential" in imported
+
+
+def test_a_gpt_takes_a_layer_spec_defined_outside_the_package():
+    """A new kind of layer is a new spec class: a GPT builds it with no table to
+    add it to; what is not a LayerSpec is refused by name."""
+    from snippets.attention import CausalSpec
+    from snippets.model import GPT, GPTConfig
+
+    @dataclasses.dataclass(frozen=True)
+    class ScaledCausalSpec(LayerSpec):  # the plain layer, its output halved
+        n_embed: int
+        n_head: int
+
+        def build(self):
+            inner = CausalSpec(self.n_embed, self.n_head, 16).build()
+
+            class Halved(torch.nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.inner = inner
+
+                def forward(self, x, cache=None, *, return_weights=False):
+                    y = self.inner(x, cache, return_weights=return_weights)
+                    return (y[0] / 2, y[1]) if return_weights else y / 2
+
+            return Halved()
+
+        def parameters(self):
+            return CausalSpec(self.n_embed, self.n_head, 16).parameters()
+
+    try:
+        layers = (ScaledCausalSpec(32, 4),) * 2
+        config = GPTConfig(
+            n_embed=32, n_head=4, n_layer=2, context_length=16, position="learned", layers=layers
+        )
+        model = GPT(config)
+        logits, _ = model(torch.zeros(1, 5, dtype=torch.long))
+        assert logits.shape == (1, 5, config.vocab_size)
+        with pytest.raises(ValueError, match=r"layers\[0\]\.n_head \(2\) must be n_head \(4\)"):
+            GPTConfig(
+                n_embed=32,
+                n_head=4,
+                n_layer=1,
+                context_length=16,
+                layers=(ScaledCausalSpec(32, 2),),
+            )
+        with pytest.raises(TypeError, match=r"layers\[0\] must be a LayerSpec"):
+            GPTConfig(n_embed=32, n_head=4, n_layer=1, context_length=16, layers=("causal",))
+    finally:
+        SPECS.pop("ScaledCausalSpec", None)
 
 
 def test_a_spec_is_listed_by_name_and_the_packages_class_of_a_name_stays():

@@ -1,4 +1,4 @@
-"""Tests for snippets/layer_schedule.py: which keys each kind of layer sees, the
+"""Tests for snippets/masks.py: which keys each kind of layer sees, the
 cache that keeps only those, the schedule, and Llama 4's NoPE temperature."""
 
 import re
@@ -7,8 +7,13 @@ import pytest
 import torch
 
 from snippets.cache import LayerCache
-from snippets.layer_schedule import nope_temperature, repeat_schedule, visible
-from snippets.masks import causal_mask, sliding_window_mask
+from snippets.masks import (
+    causal_mask,
+    nope_temperature,
+    repeat_schedule,
+    sliding_window_mask,
+    visible,
+)
 
 T = 20
 
