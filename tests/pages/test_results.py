@@ -117,9 +117,9 @@ def test_a_changed_number_in_a_copy_of_the_result_file_is_caught(built_site):
 def test_prose_values_come_from_the_result_file(built_site):
     """An inline value (the KV cache's speed-up) is the file's number."""
     bench = json.loads((TRAINING_RESULTS / "kv-cache.json").read_text())
-    text = " ".join(re.sub(r"<[^>]+>", "", _page(built_site, "generation")).split())
+    text = " ".join(re.sub(r"<[^>]+>", "", _page(built_site, "generation-in-depth")).split())
     assert f"makes a token {bench['speedup']:.1f} times as fast on average" in text
-    assert "<!-- value:" not in _page(built_site, "generation")
+    assert "<!-- value:" not in _page(built_site, "generation-in-depth")
 
 
 # A lesson shows a measured result as the table the build renders from its file (hooks/
