@@ -29,11 +29,12 @@
 # heat map, and read a head's pattern off its weights.
 # **About <!-- minutes --> minutes.**
 #
-# The models live in `snippets/induction.py` and `snippets/char_gpt.py`. The
+# The models live in `snippets/pages/induction.py` and
+# `snippets/pages/char_gpt.py`. The
 # [attention explorer](../multi-head/#see-the-heads-at-work) shows the same models'
 # weights, one query at a time. API reference:
-# [snippets.induction](../reference/induction/),
-# [snippets.char_gpt](../reference/char_gpt/).
+# [snippets.pages.induction](../reference/pages/induction/),
+# [snippets.pages.char_gpt](../reference/pages/char_gpt/).
 
 # %%
 import torch
@@ -42,8 +43,9 @@ from IPython.display import HTML, display
 from lab.model_cache import trained_char_gpt, trained_induction
 from lab.see_attention import heatmap, letters, mask_image
 from lab.shared.style import inline_svg, legible_font_size, pyplot
-from snippets.char_gpt import CharGPTConfig, gpt_attention
-from snippets.induction import (
+from snippets.core.masks import attention_mask
+from snippets.pages.char_gpt import CharGPTConfig, gpt_attention
+from snippets.pages.induction import (
     AttentionOnly,
     InductionConfig,
     induction_scores,
@@ -51,7 +53,6 @@ from snippets.induction import (
     repeated_tokens,
     uniform_induction_score,
 )
-from snippets.masks import attention_mask
 
 # One thread: the models are small, and the build runs next to other work.
 torch.set_num_threads(1)
@@ -251,9 +252,8 @@ for (layer, head), kind in zip([best, best_previous], descriptions, strict=True)
 # weight hugs the diagonal: those heads look at the token just before.
 #
 # Is it the causal mask that forces this solution? Without it, a model could read
-# the answer at $t + 1$ directly. `tests/snippets/test_induction.py` trains that
-# non-causal model, and one whose heads attend uniformly, and checks that neither
-# forms an induction head.
+# the answer at $t + 1$ directly. Trained without the mask, or with heads that
+# attend uniformly, the same model forms no induction head.
 #
 # ## The guide's GPT on its own text
 #

@@ -7,7 +7,7 @@
   kept in .cache/explorer/ under the notebooks' code fingerprint (hooks/notebook_cache.py),
   so a build whose code did not change imports no torch at all.
 - on_post_build also writes assets/live/, the char GPT the explorer runs in the reader's
-  browser (lab/recipes/live_model.py: its snippets.train checkpoint, a manifest and its float32
+  browser (lab/recipes/live_model.py: its snippets.run.train checkpoint, a manifest and its float32
   weights), kept in .cache/live/ under the same fingerprint.
 """
 

@@ -1,6 +1,6 @@
 """MkDocs hook: the "whole module" boxes, made from the modules' own imports.
 
-A page line `<!-- module-box: snippets/attention.py -->` becomes a box that links the file in
+A page line `<!-- module-box: snippets/core/attention.py -->` becomes a box that links the file in
 the repository and lists what it imports: the guide's modules (and theirs, transitively:
 what a reader copying the file must copy with it, in a folder named `snippets/`) and the
 packages from outside the guide. The list is read from the file's import statements at every
@@ -58,8 +58,8 @@ def guide_modules(path: Path, root: Path) -> tuple[list[str], list[str], list[st
 
 
 def _module_link(module: str, page_uri: str, files) -> str:
-    # snippets.model -> reference/model.md, snippets.lessons.attention ->
-    # reference/lessons/attention.md (not the package's reference/attention.md)
+    # snippets.core.model -> reference/core/model.md, snippets.lessons.attention ->
+    # reference/lessons/attention.md (not the package's reference/core/attention.md)
     ref = "reference/" + "/".join(module.split(".")[1:]) + ".md"
     text = f"`{module}`"
     if files.get_file_from_path(ref) is None:

@@ -6,7 +6,7 @@
 
 `attention` prints tables and writes a JSON result file and two SVG plots;
 `overhead` prints a table and writes a JSON result file. The implementations are
-in snippets/attention_cost.py, the instruments in snippets/measure.py; the runners
+in snippets/pages/attention_cost.py, the instruments in snippets/pages/measure.py; the runners
 in lab/parts/attention_cost_runs.py, the tables and figures in lab/parts/attention_cost_tables.py.
 Shape letters: B batch, T sequence length, C channels, H heads, D head size.
 """
@@ -26,7 +26,7 @@ from lab.parts.attention_cost_tables import (
 )
 from lab.shared.common import note_load_after
 from lab.shared.experiment import Command, int_list, progress
-from snippets.measure import MAX_WAITED
+from snippets.pages.measure import MAX_WAITED
 
 SCHEMA = "attention-guide/attention-cost/1"
 OVERHEAD_SCHEMA = "attention-guide/attention-overhead/1"

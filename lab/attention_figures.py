@@ -14,8 +14,8 @@ import torch
 
 from lab.shared.common import RESULTS_DIR
 from lab.shared.style import COLORS, FIGURE_WIDTH, INK, pyplot
+from snippets.core.masks import causal_mask
 from snippets.lessons.attention import scaled_dot_product_attention
-from snippets.masks import causal_mask
 
 ONE_HEAD_FIGURE = RESULTS_DIR / "attention-one-head.svg"
 HEAD_SPLIT_FIGURE = RESULTS_DIR / "attention-head-split.svg"

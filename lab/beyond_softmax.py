@@ -31,10 +31,10 @@ from lab.shared.common import (
     write_json,
 )
 from lab.shared.experiment import progress
-from snippets.kv_heads import kv_cache_bytes
-from snippets.linear_attention import gated_delta_chunked, state_bytes
-from snippets.measure import peak_memory, time_interleaved
-from snippets.sparse_attention import LightningIndexer, gather_attention, topk_indices
+from snippets.layers.kv_heads import kv_cache_bytes
+from snippets.layers.linear_attention import gated_delta_chunked, state_bytes
+from snippets.layers.sparse_attention import LightningIndexer, gather_attention, topk_indices
+from snippets.pages.measure import peak_memory, time_interleaved
 
 COST_FILE = RESULTS_DIR / "beyond-softmax-cost.json"
 COST_FIGURE = RESULTS_DIR / "beyond-softmax-cost.svg"

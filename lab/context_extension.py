@@ -4,10 +4,10 @@
     python -m lab.context_extension --quick   # tiny sizes, seconds: the suite's check
 
 A two-layer attention-only model with RoPE (the guide's configurable layer) learns
-induction on repeated segments (snippets.induction.repeated_tokens) at length T,
+induction on repeated segments (snippets.pages.induction.repeated_tokens) at length T,
 segments up to T/2 long. At k*T the segments are up to k*T/2 long: the copy sits
 further back than any distance seen in training, which is what a longer context
-asks of a model. Each RoPE scaling rule (snippets/rope_scaling.py) is applied
+asks of a model. Each RoPE scaling rule (snippets/core/rope_scaling.py) is applied
 without training, then after a short fine-tune at k*T. The loss is measured on the
 second half of each row, where every token is predictable from the row itself.
 
@@ -27,10 +27,10 @@ import torch.nn.functional as F
 from lab.shared import experiment
 from lab.shared.experiment import progress
 from lab.shared.paths import RESULTS_DIR
-from snippets.configurable import AttentionSpec, ConfigurableAttention
-from snippets.induction import repeated_tokens
-from snippets.rope_scaling import RopeSpec
-from snippets.train import fit
+from snippets.core.rope_scaling import RopeSpec
+from snippets.layers.configurable import AttentionSpec, ConfigurableAttention
+from snippets.pages.induction import repeated_tokens
+from snippets.run.train import fit
 
 SCHEMA = "attention-guide/context-extension/1"
 RESULT_FILE = RESULTS_DIR / "context-extension.json"
@@ -170,7 +170,7 @@ def run(s: Setup, header: dict) -> dict:
 def frequencies_figure(s: Setup = FULL, factor: int = 4):
     """theta_i of each rule against the pair index, at factor * T."""
     from lab.shared.style import FIGURE_WIDTH, pyplot
-    from snippets.rope_scaling import frequencies
+    from snippets.core.rope_scaling import frequencies
 
     plt = pyplot(FIGURE_WIDTH)
     fig, ax = plt.subplots(figsize=(FIGURE_WIDTH, 3.4))

@@ -25,7 +25,7 @@ from lab import (
 from lab.parts import attention_cost_tables
 from lab.shared.paths import RESULTS_DIR, ROOT, TRAINING_RESULTS
 from lab.shared.style import save_svg
-from snippets.train import TrainConfig
+from snippets.run.train import TrainConfig
 
 
 def load(path: Path) -> dict:

@@ -3,7 +3,7 @@
     python -m lab.generate runs/markov/ckpt.pt --prompt "a" --tokens 200
     python -m lab.generate --bench-kv-cache   # the generation page's numbers
 
-The sampling and the cache are snippets/generate.py. Shape letters: B batch,
+The sampling and the cache are snippets/run/generate.py. Shape letters: B batch,
 T sequence length, V vocabulary size.
 """
 
@@ -18,9 +18,9 @@ from lab.shared.common import TRAINING_RESULTS, command_line, note_load_after, r
 from lab.shared.experiment import Command
 from lab.shared.result_pages import load, markdown_table, measured_note, value_table
 from lab.shared.style import FIGURE_WIDTH, pyplot
-from snippets.generate import check_sampling, generate, load_model, stream
-from snippets.model import GPT, GPTConfig
-from snippets.throughput import BENCH_MODEL
+from snippets.core.model import GPT, GPTConfig
+from snippets.run.generate import check_sampling, generate, load_model, stream
+from snippets.run.throughput import BENCH_MODEL
 
 KV_CACHE_SCHEMA = "attention-guide/kv-cache/1"
 

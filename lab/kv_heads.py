@@ -4,7 +4,7 @@
     python -m lab.kv_heads --quick --out /tmp/kv-heads   # seconds, for the tests
 
 The same small GPT four times, differing only in its attention layer, trained with
-the loop pieces of snippets/train.py on the Markov language whose entropy rate is
+the loop pieces of snippets/run/train.py on the Markov language whose entropy rate is
 known. For each: the validation loss and its excess over the best possible loss on
 the same windows, the parameter count, the KV cache's bytes at the full context
 (by kv_cache_bytes, checked against the cache tensors), and the time per token of
@@ -20,15 +20,15 @@ import torch
 
 from lab.shared.common import RESULTS_DIR, note_load_after
 from lab.shared.experiment import Command, count, progress
-from snippets.cache import ModelCache
-from snippets.configurable import AttentionSpec
-from snippets.generate import generate
-from snippets.kv_heads import kv_cache_bytes
-from snippets.measure import time_interleaved
-from snippets.mla import MLASpec
-from snippets.model import GPT, GPTConfig, parameter_count
-from snippets.train import TrainConfig, evaluate, fit, make_optimizer
-from snippets.train_data import (
+from snippets.core.cache import ModelCache
+from snippets.core.model import GPT, GPTConfig, parameter_count
+from snippets.layers.configurable import AttentionSpec
+from snippets.layers.kv_heads import kv_cache_bytes
+from snippets.layers.mla import MLASpec
+from snippets.pages.measure import time_interleaved
+from snippets.run.generate import generate
+from snippets.run.train import TrainConfig, evaluate, fit, make_optimizer
+from snippets.run.train_data import (
     MARKOV,
     load_corpus,
     markov_loss,
@@ -84,7 +84,7 @@ def cache_bytes(config: GPTConfig, tokens: int, bytes_per_element: int) -> int:
 
 
 def train_one(train: TrainConfig, config: GPTConfig, corpus, val) -> tuple[GPT, float]:
-    """Train as snippets.train.train does (one process), return (model, val loss)."""
+    """Train as snippets.run.train.train does (one process), return (model, val loss)."""
     torch.manual_seed(train.seed)
     model = GPT(config)
     optimizer = make_optimizer(model, train.lr, train.weight_decay, train.beta2, train.adamw)

@@ -25,8 +25,7 @@ from lab.shared.common import RESULTS_DIR, note_load_after
 from lab.shared.experiment import Command, describe_machine, int_list, progress, randn
 from lab.shared.result_pages import load, markdown_table, measured_note, value_table
 from lab.shared.style import COLORS, FIGURE_WIDTH, INK, growth_axes, pyplot
-from snippets.attention_cost import compiled_flex_attention
-from snippets.masks import (
+from snippets.core.masks import (
     bidirectional_mask,
     causal_mask,
     document_mask,
@@ -34,7 +33,8 @@ from snippets.masks import (
     sliding_window_mask,
     sliding_window_mask_mod,
 )
-from snippets.measure import time_interleaved
+from snippets.pages.attention_cost import compiled_flex_attention
+from snippets.pages.measure import time_interleaved
 
 SCHEMA = "attention-guide/masks-cost/1"
 COST_FILE = RESULTS_DIR / "masks-cost.json"

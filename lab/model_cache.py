@@ -4,7 +4,7 @@
     python -m lab.model_cache --commit-trained --dry-run  # what that would write: no training
 
 Small models are trained (each in seconds to two minutes on a CPU): the attention-only
-model of snippets/induction.py on repeated tokens, the GPT of snippets/char_gpt.py on
+model of snippets/pages/induction.py on repeated tokens, the GPT of snippets/pages/char_gpt.py on
 the guide's text, and GPTs on MQAR by lab/recipes/mqar.py's recipe: the seed-0 MHA and MQA
 ones of lab/recipes/kv_heads_models.py (for the kv-heads page's check) and the softmax-only,
 linear-only and hybrid ones (a file per variant and seed; seed 0 of each committed,
@@ -30,11 +30,11 @@ from lab.recipes.mqar import BLOCKS_CACHED, MqarRun, blocks_run, build, train_mq
 from lab.shared.common import atomic_write
 from lab.shared.fingerprint import recipe_fingerprint
 from lab.shared.paths import CACHE, ROOT
-from snippets.char_gpt import CharGPTConfig, train_char_gpt
-from snippets.corpus import guide_text
-from snippets.induction import AttentionOnly, InductionConfig, train_induction
-from snippets.model import GPT
-from snippets.tokenizer import CharTokenizer
+from snippets.core.model import GPT
+from snippets.pages.char_gpt import CharGPTConfig, train_char_gpt
+from snippets.pages.induction import AttentionOnly, InductionConfig, train_induction
+from snippets.run.corpus import guide_text
+from snippets.run.tokenizer import CharTokenizer
 
 TRAINED = CACHE / "trained"
 # Read only: a file whose key no longer matches the code is ignored (and replaced by
@@ -62,8 +62,8 @@ class Recipe:
 # Loading and saving models, and the keys: a change here re-keys no model.
 NOT_A_RECIPE = ("lab/model_cache.py", "lab/shared/fingerprint.py")
 RECIPES = {  # the name of a committed model, or its prefix ("mqar-"), -> its recipe
-    "induction": Recipe(("snippets/induction.py",)),
-    "char-gpt": Recipe(("snippets/char_gpt.py",), data=("data/guide-snapshot.txt",)),
+    "induction": Recipe(("snippets/pages/induction.py",)),
+    "char-gpt": Recipe(("snippets/pages/char_gpt.py",), data=("data/guide-snapshot.txt",)),
     "mqar-": Recipe(("lab/recipes/mqar.py",)),
     "kv-heads-": Recipe(("lab/recipes/kv_heads_models.py",)),  # it imports lab/recipes/mqar.py
     "streaming-": Recipe(("lab/recipes/sink_models.py",)),

@@ -4,9 +4,9 @@ sits on a plateau until an induction head forms, then drops (Olsson et al. 2022)
     python -m lab.optimization            # docs/assets/results/training/induction.json + SVG
     python -m lab.optimization --quick    # seconds: the suite's run (test-artifacts/)
 
-The model is the guide's GPT (learned positions, snippets/model.py, its own
+The model is the guide's GPT (learned positions, snippets/core/model.py, its own
 initialisation) trained with the page's loop (make_optimizer, lr_at, fit)
-on rows of a repeated random segment (snippets/tasks.py), three seeds. Every few
+on rows of a repeated random segment (snippets/pages/tasks.py), three seeds. Every few
 steps, on held-out rows: the loss over all targets beside its floor (copy_floor:
 the first segment is random and costs, the repeats cost nothing), the loss on the
 copies (floor 0), and every head's previous-token and induction scores
@@ -29,7 +29,7 @@ from lab.shared.common import TRAINING_RESULTS
 from lab.shared.experiment import Command, progress
 from lab.shared.result_pages import from_text, markdown_table, measured_note, value_table
 from lab.shared.style import COLORS, FIGURE_WIDTH, INK, pyplot
-from snippets.tasks import copy_floor
+from snippets.pages.tasks import copy_floor
 
 RESULT_FILE = TRAINING_RESULTS / "induction.json"
 FIGURE = TRAINING_RESULTS / "induction-loss.svg"

@@ -3,9 +3,9 @@
     python -m lab.positions            # writes docs/assets/results/positions.json + SVGs
     python -m lab.positions --quick --out /tmp/positions   # seconds: the suite's run
 
-The same small GPT is trained with each scheme of snippets/positions.py (same seeds,
+The same small GPT is trained with each scheme of snippets/core/positions.py (same seeds,
 steps, sizes, batches) on rows of a random segment repeated until full
-(snippets/tasks.py, periods 4-16): once a repeat has begun, each next token is the
+(snippets/pages/tasks.py, periods 4-16): once a repeat has begun, each next token is the
 one that followed the current token's earlier occurrence, which only attention can
 fetch. Rows 1x, 2x and 4x the training length, with segments repeating across it,
 are scored on the targets a perfect copier knows (floor 0 nats). Every few steps,
@@ -33,8 +33,8 @@ from lab.recipes.copy_training import (
 from lab.shared.common import RESULTS_DIR
 from lab.shared.experiment import Command, progress
 from lab.shared.style import COLORS, FIGURE_WIDTH, INK, pyplot
-from snippets.model import GPT
-from snippets.positions import (
+from snippets.core.model import GPT
+from snippets.core.positions import (
     POSITIONS,
     alibi_bias,
     alibi_slopes,
@@ -42,7 +42,7 @@ from snippets.positions import (
     rope_frequencies,
     sinusoidal_positions,
 )
-from snippets.tasks import copy_floor
+from snippets.pages.tasks import copy_floor
 
 RESULT_FILE = RESULTS_DIR / "positions.json"
 SCHEMA = "attention-guide/positions/3"
@@ -143,7 +143,7 @@ def run(setup: Setup, header: dict, processes: int = 2) -> dict:
 
 
 def sinusoidal_figure(T: int = 64, C: int = 64):
-    """The sinusoidal position table (snippets.positions), channels against positions."""
+    """The sinusoidal position table (snippets.core.positions), channels against positions."""
     plt = pyplot(FIGURE_WIDTH)
     fig, ax = plt.subplots(figsize=(FIGURE_WIDTH, 3.2))
     table = sinusoidal_positions(T, C).T.numpy()  # (C, T): positions along x

@@ -18,14 +18,14 @@ from lab.model_cache import file_name, trained_char_gpt, trained_induction
 from lab.shared.experiment import Command
 from lab.shared.paths import ARTIFACTS
 from lab.shared.style import COLORS, INK
-from snippets.char_gpt import CharGPTConfig, gpt_attention
-from snippets.induction import (
+from snippets.core.masks import attention_mask, causal_mask, padding_mask
+from snippets.pages.char_gpt import CharGPTConfig, gpt_attention
+from snippets.pages.induction import (
     InductionConfig,
     induction_scores,
     previous_token_scores,
     repeated_tokens,
 )
-from snippets.masks import attention_mask, causal_mask, padding_mask
 
 COMPACT = {"ensure_ascii": False, "separators": (",", ":")}  # the JSON the build writes
 

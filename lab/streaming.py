@@ -4,7 +4,7 @@
     python -m lab.streaming --quick --out DIR # seconds: the suite's run, cached models
 
 Trains the guide's GPT (RoPE, two layers of eight heads) on Bigram-Backcopy
-(snippets.tasks, Guo et al. 2024): every sequence opens with BOS, a token after a
+(snippets.pages.tasks, Guo et al. 2024): every sequence opens with BOS, a token after a
 trigger copies the token before the trigger, every other token follows a bigram
 chain. Attention is needed after a trigger only; elsewhere a head has nothing to
 do. Three models, same data and start: plain softmax, learned sink logits (gpt-oss)
@@ -32,9 +32,9 @@ from lab.recipes.sink_models import FULL, MODELS, Setup, cache_file, chain, trai
 from lab.shared.common import RESULTS_DIR, note_load_after
 from lab.shared.experiment import Command, int_list, progress
 from lab.shared.result_pages import from_text, load, measured_note, preformatted
-from snippets.model import GPT
-from snippets.streaming import stream_logits
-from snippets.tasks import backcopy_best_losses, bigram_backcopy
+from snippets.core.model import GPT
+from snippets.pages.tasks import backcopy_best_losses, bigram_backcopy
+from snippets.run.streaming import stream_logits
 
 RESULT_FILE = RESULTS_DIR / "streaming.json"
 PLOT_FILE = RESULTS_DIR / "streaming-sinks.svg"

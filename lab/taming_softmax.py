@@ -4,7 +4,7 @@
     python -m lab.taming_softmax growth --quick --out DIR   # seconds: the suite's run
     python -m lab.taming_softmax timing           # docs/assets/results/taming-timing.json
 
-growth: the guide's GPT learns the induction data (snippets.induction.repeated_tokens)
+growth: the guide's GPT learns the induction data (snippets.pages.induction.repeated_tokens)
 with AdamW and no weight decay, once per learning rate, plain, with QK-norm and with
 soft-capped scores. Reports the largest scaled attention logit q.k / sqrt(D) of a
 held-out batch (before any cap) and the held-out loss, against the learning rate.
@@ -12,7 +12,7 @@ Wortsman et al. 2023 predict: without QK-norm the logits grow with the learning 
 until training diverges; with it they stay bounded and the model learns.
 
 timing: each piece in TamedAttention against the plain fused layer, forward and
-forward+backward, in turns (snippets.measure.time_interleaved), one thread.
+forward+backward, in turns (snippets.pages.measure.time_interleaved), one thread.
 """
 
 import concurrent.futures
@@ -26,13 +26,13 @@ import torch
 
 from lab.shared.common import RESULTS_DIR, note_load_after
 from lab.shared.experiment import Command, progress
-from snippets.attention import CausalSelfAttention, causal_mask
-from snippets.induction import repeated_tokens
-from snippets.measure import time_interleaved
-from snippets.model import GPT, GPTConfig
-from snippets.positions import apply_position
-from snippets.taming import TamedAttention, TamedSpec, soft_cap_score_mod
-from snippets.train import fit
+from snippets.core.attention import CausalSelfAttention, causal_mask
+from snippets.core.model import GPT, GPTConfig
+from snippets.core.positions import apply_position
+from snippets.layers.taming import TamedAttention, TamedSpec, soft_cap_score_mod
+from snippets.pages.induction import repeated_tokens
+from snippets.pages.measure import time_interleaved
+from snippets.run.train import fit
 
 GROWTH_FILE = RESULTS_DIR / "taming-growth.json"
 GROWTH_PLOT = RESULTS_DIR / "taming-growth.svg"

@@ -6,11 +6,11 @@
 Every piece of the today's-models pages behind the one layer protocol, at the sizes
 of one small but realistic layer (C = 512, 8 heads), beside dense causal softmax at the
 same sizes: a whole-sequence forward (a prefill) of B = 1 under no_grad, float32, one
-thread. Each repeat times every piece once in turn (snippets.measure.time_interleaved);
+thread. Each repeat times every piece once in turn (snippets.pages.measure.time_interleaved);
 the result is the median CPU time (time.process_time, which does not count waiting for a
 core on a busy machine). DeepSeek Sparse Attention and DeepSeek-V4's layers are timed in
-their gathered form (snippets.sparse_mla.sparse_gathered,
-snippets.compressed_attention.compressed_gathered), equal to their masked forward.
+their gathered form (snippets.layers.sparse_mla.sparse_gathered,
+snippets.layers.compressed_attention.compressed_gathered), equal to their masked forward.
 
 Cache bytes: what each layer's cache really holds after T positions, from the piece's
 formula, checked against the tensors of its new_cache() (a LinearState for the linear
@@ -31,7 +31,7 @@ from lab.shared import experiment
 from lab.shared.common import note_load_after
 from lab.shared.experiment import progress
 from lab.shared.paths import RESULTS_DIR
-from snippets.measure import time_interleaved
+from snippets.pages.measure import time_interleaved
 
 SCHEMA = "attention-guide/todays-cost/1"
 RESULT_FILE = RESULTS_DIR / "todays-cost.json"

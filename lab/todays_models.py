@@ -10,7 +10,7 @@ same input, whole and in cached decode steps: the worst relative difference.
 
 speed(): the guide's layer against transformers' LlamaAttention with
 attn_implementation="sdpa" on the same config and weights, forward only, timed in
-turns (snippets.measure.time_interleaved); each side includes its RoPE tables.
+turns (snippets.pages.measure.time_interleaved); each side includes its RoPE tables.
 """
 
 import itertools
@@ -25,9 +25,9 @@ from lab.shared import experiment
 from lab.shared.common import note_load_after
 from lab.shared.experiment import progress
 from lab.shared.paths import RESULTS_DIR
-from snippets.cache import LinearState, ModelCache
-from snippets.compressed_attention import CompressedCache
-from snippets.measure import time_interleaved
+from snippets.core.cache import LinearState, ModelCache
+from snippets.layers.compressed_attention import CompressedCache
+from snippets.pages.measure import time_interleaved
 
 SCHEMA = "attention-guide/todays-models/1"
 RESULT_FILE = RESULTS_DIR / "todays-models.json"

@@ -8,7 +8,7 @@ training figures are drawn here; `python -m lab.figures` redraws them.
     python -m lab.train --bench-throughput     # the optimization page's table
     python -m lab.train --plot-schedule schedule.svg
 
-The training itself is snippets/train.py; this module adds what a person at a
+The training itself is snippets/run/train.py; this module adds what a person at a
 terminal wants around it.
 """
 
@@ -37,10 +37,10 @@ from lab.shared.common import (
 from lab.shared.experiment import Command, progress
 from lab.shared.result_pages import load, markdown_table, measured_note, value_table
 from lab.shared.style import FIGURE_WIDTH, INK, pyplot, save_svg
-from snippets.measure import time_interleaved
-from snippets.throughput import BENCH_BATCH, BENCH_MODEL, ladder, make_bench_step
-from snippets.train import CHECKPOINT, HISTORY, TrainConfig, lr_at, train
-from snippets.train_data import MARKOV
+from snippets.pages.measure import time_interleaved
+from snippets.run.throughput import BENCH_BATCH, BENCH_MODEL, ladder, make_bench_step
+from snippets.run.train import CHECKPOINT, HISTORY, TrainConfig, lr_at, train
+from snippets.run.train_data import MARKOV
 
 LOSS_PLOT = "loss.svg"  # beside the run's checkpoint and history
 RUN_SCHEMA = "attention-guide/training-run/1"
@@ -85,7 +85,7 @@ def _process_seconds() -> float | None:
 
 def loss_curve(history: dict):
     """Loss against seconds of training: the whole run and, with a known best
-    loss, a close-up of the end below it (a history of snippets.train.train)."""
+    loss, a close-up of the end below it (a history of snippets.run.train.train)."""
     plt = pyplot(FIGURE_WIDTH)
     records = history["records"]
     best = history.get("best_loss")
@@ -291,7 +291,7 @@ def command() -> Command:
         help="stop after this step, as if interrupted (for --resume)",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    run = p.add_argument_group("run settings (snippets.train.TrainConfig)")
+    run = p.add_argument_group("run settings (snippets.run.train.TrainConfig)")
     help_texts = field_comments(TrainConfig)
     for field in dataclasses.fields(TrainConfig):
         flag = "--" + field.name.replace("_", "-")

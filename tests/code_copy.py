@@ -23,7 +23,11 @@ def assert_key_follows_the_code(copy: Path, key) -> None:
     """key() changes with any file the models are trained from, and only with those."""
     before = key()
     assert before == key()
-    changed_files = ("snippets/attention.py", "snippets/induction.py", "lab/model_cache.py")
+    changed_files = (
+        "snippets/core/attention.py",
+        "snippets/pages/induction.py",
+        "lab/model_cache.py",
+    )
     for changed in (*changed_files, "data/guide-snapshot.txt"):
         path = copy / changed
         original = path.read_bytes()

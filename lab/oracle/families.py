@@ -18,7 +18,7 @@ docstring names another model (MiniMax-Text-01), so it has no row.
 import functools
 
 from lab.oracle.from_transformers import layer_type, spec_from_config
-from snippets.mla import MLASpec
+from snippets.layers.mla import MLASpec
 
 __all__ = [
     "PUBLISHED",

@@ -44,9 +44,9 @@ from lab.oracle.from_transformers_deepseek import loaders as deepseek_loaders
 from lab.oracle.from_transformers_gemma import FAMILY as GEMMA4
 from lab.oracle.from_transformers_gemma import gemma4_fields
 from lab.oracle.linear_from_transformers import load_linear_attention
-from snippets.configurable import AttentionSpec, ConfigurableAttention
-from snippets.mla import LatentAttention, MLASpec
-from snippets.rope_scaling import SCALINGS, RopeSpec
+from snippets.core.rope_scaling import SCALINGS, RopeSpec
+from snippets.layers.configurable import AttentionSpec, ConfigurableAttention
+from snippets.layers.mla import LatentAttention, MLASpec
 
 __all__ = [
     "FAMILIES",

@@ -4,16 +4,16 @@
     layers = load_attentions(model)      # every layer, GLM-5's shared choices wired
 
 - deepseek_v32 and glm_moe_dsa ("indexed_attention" layers): a
-  snippets.sparse_mla.SparseLatentAttention. DeepSeek-V3.2's indexer pairs its
+  snippets.layers.sparse_mla.SparseLatentAttention. DeepSeek-V3.2's indexer pairs its
   RoPE channels as (i, i + R/2), GLM-5's as (2i, 2i + 1) (transformers'
   GlmMoeDsaIndexer); GLM-5's "shared" layers (config.indexer_types) have no
   indexer and reuse the last "full" layer's choice.
 - mistral4: a TemperedLatentAttention, the query temperature of
   rope_parameters' llama_4_scaling_beta over original_max_position_embeddings.
-- deepseek_v4: a snippets.compressed_attention.CompressedAttention, its window,
+- deepseek_v4: a snippets.layers.compressed_attention.CompressedAttention, its window,
   heavily compressed or compressed sparse layer (config.layer_types).
 - mistral_large4 (its text model, mistral_large4_text): a
-  snippets.learned_temperature.LearnedTemperatureAttention: queries from x, the
+  snippets.layers.learned_temperature.LearnedTemperatureAttention: queries from x, the
   learned per-head temperature, LeRoPE's learned frequencies (none on
   config.no_rope_layers' NoPE layers), the indexer's queries from LayerNorm(x), its
   "shared" layers reusing the last "full" one's choice, and layers reading an
@@ -29,10 +29,10 @@ from types import SimpleNamespace
 import torch
 import torch.nn as nn
 
-from snippets.compressed_attention import CompressedAttention, CompressedSpec
-from snippets.learned_temperature import Large4Spec, LearnedTemperatureAttention
-from snippets.pooled_indexer import PooledIndexer
-from snippets.sparse_mla import IndexerSpec, SparseLatentAttention, TemperedLatentAttention
+from snippets.layers.compressed_attention import CompressedAttention, CompressedSpec
+from snippets.layers.learned_temperature import Large4Spec, LearnedTemperatureAttention
+from snippets.layers.pooled_indexer import PooledIndexer
+from snippets.layers.sparse_mla import IndexerSpec, SparseLatentAttention, TemperedLatentAttention
 
 __all__ = [
     "INDEXER_PAIRS",

@@ -17,7 +17,7 @@ models/gemma4 (Gemma4TextConfig, Gemma4TextAttention):
   those of the last earlier layer of its type (config.kv_sharing_modes:
   "store" on the source, "reuse" on the reader).
 - The full layers' RoPE is "proportional": partial_rotary_factor of the
-  head's pairs turn, at a whole head's frequencies (snippets/rope_scaling.py).
+  head's pairs turn, at a whole head's frequencies (snippets/core/rope_scaling.py).
 """
 
 __all__ = ["FAMILY", "kv_source", "gemma4_fields"]

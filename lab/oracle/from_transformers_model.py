@@ -7,7 +7,7 @@
 The dense families: Llama (3), Qwen3, Gemma 3 (text), Olmo 3 and SmolLM3. Every
 layer's attention is lab/oracle/from_transformers.py's (its spec from the config, its
 weights with the RoPE pairs reordered); around it, a BlockSpec
-(snippets/blocks.py) from the config: the norms (Gemma's four per block and its
+(snippets/core/blocks.py) from the config: the norms (Gemma's four per block and its
 scales stored as w - 1, Olmo's after each sublayer only), the gated MLP
 (SiLU, or Gemma's tanh-GELU), Gemma's sqrt(C) on the token vectors, and the
 head tied or not. A config field the guide's GPT cannot express raises a
@@ -21,12 +21,12 @@ import torch
 import torch.nn as nn
 
 from lab.oracle.from_transformers import load_attention, spec_from_config
-from snippets.blocks import BlockSpec
-from snippets.model import GPT, GPTConfig
+from snippets.core.blocks import BlockSpec
+from snippets.core.model import GPT, GPTConfig
 
 __all__ = ["WHOLE", "block_spec", "gpt_config", "load_model", "sharpen"]
 
-# model_type -> where its norms sit (snippets.blocks.NORMS)
+# model_type -> where its norms sit (snippets.core.blocks.NORMS)
 WHOLE = {
     "llama": "pre",
     "qwen3": "pre",

@@ -11,13 +11,13 @@ another (in_proj_ba); the guide keeps one Linear each.
 
 lab/oracle/from_transformers.py's load_attention, the loader of every layer type, hands
 "linear_attention" layers to this one (its LAYER_LOADERS).
-Kimi Linear's "linear_attention" layers are Kimi Delta Attention (snippets/kda.py),
+Kimi Linear's "linear_attention" layers are Kimi Delta Attention (snippets/layers/kda.py),
 loaded by load_kda: the same q, k, v projections and convolution, the decay's and
 the output gate's low-rank pairs (forget_gate.f_a_proj, f_b_proj; g_a_proj, g_b_proj).
-MiniMax's are lightning attention (snippets/lightning.py, load_lightning).
+MiniMax's are lightning attention (snippets/layers/lightning.py, load_lightning).
 Qwen3.5's are Qwen3-Next's layer with its own weight layout (load_qwen3_5).
 The hybrids' Mamba2 mixers (Nemotron-H's "linear_attention" blocks, Granite 4's
-mamba layers, Falcon-H1's mamba half of every "hybrid" layer) are snippets/mamba2.py's
+mamba layers, Falcon-H1's mamba half of every "hybrid" layer) are snippets/layers/mamba2.py's
 Mamba2 (load_mamba2): one in-projection, the conv, A_log, dt_bias, D, the gated norm.
 load_linear_attention picks the loader by config.model_type (LOADERS).
 
@@ -26,10 +26,10 @@ transformers is a tooling dependency: snippets/ never imports it.
 
 import torch
 
-from snippets.kda import BoundedKimiDeltaAttention, KimiDeltaAttention
-from snippets.lightning import LightningAttention
-from snippets.linear_attention import GatedDeltaNet
-from snippets.mamba2 import Mamba2
+from snippets.layers.kda import BoundedKimiDeltaAttention, KimiDeltaAttention
+from snippets.layers.lightning import LightningAttention
+from snippets.layers.linear_attention import GatedDeltaNet
+from snippets.layers.mamba2 import Mamba2
 
 # The layer types whose (linear) mixer loads here: Falcon-H1's "hybrid" layers hold a
 # Mamba2 mixer beside their attention; this loader takes the Mamba2 half.

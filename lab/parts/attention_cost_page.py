@@ -20,7 +20,7 @@ from lab.parts.attention_cost_tables import (
 )
 from lab.shared.experiment import describe_machine
 from lab.shared.result_pages import from_text, load, markdown_table, measured_note, value_table
-from snippets.attention_cost import VARIANT_LABELS, VARIANTS
+from snippets.pages.attention_cost import VARIANT_LABELS, VARIANTS
 
 EARLIER_NAME = "`lab.bench` is the earlier name of `lab.attention_cost`"
 

@@ -1,6 +1,6 @@
 """What attention costs, measured: the runners of the attention-cost page.
 
-run_attention times and profiles every implementation of snippets/attention_cost.py
+run_attention times and profiles every implementation of snippets/pages/attention_cost.py
 over T and head counts; run_overhead times CausalSelfAttention.forward against the
 same ops inline. `python -m lab.attention_cost` runs them; lab/parts/attention_cost_tables.py
 reads their results. Shape letters: B batch, T sequence length, C channels, H heads,
@@ -17,8 +17,8 @@ from pathlib import Path
 import torch
 
 from lab.shared.experiment import progress, randn
-from snippets.attention import CausalSelfAttention
-from snippets.attention_cost import (
+from snippets.core.attention import CausalSelfAttention
+from snippets.pages.attention_cost import (
     FORWARD_ONLY,
     VARIANT_LABELS,
     VARIANTS,
@@ -28,7 +28,7 @@ from snippets.attention_cost import (
     make_variants,
     score_bytes,
 )
-from snippets.measure import page_faults, peak_memory, time_interleaved
+from snippets.pages.measure import page_faults, peak_memory, time_interleaved
 
 MODES = ("forward", "forward_backward")
 MODE_LABELS = {"forward": "forward", "forward_backward": "forward+backward"}

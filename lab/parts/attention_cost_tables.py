@@ -7,7 +7,7 @@ and attention-overhead.json; `python -m lab.figures` redraws the figures.
 from lab.parts.attention_cost_runs import MODE_LABELS, MODES
 from lab.shared.experiment import describe_machine
 from lab.shared.style import FIGURE_WIDTH, growth_axes, pyplot, svg_text
-from snippets.attention_cost import VARIANT_LABELS, VARIANTS
+from snippets.pages.attention_cost import VARIANT_LABELS, VARIANTS
 
 # ------------------------------------------------------------------ tables
 

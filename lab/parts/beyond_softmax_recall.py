@@ -33,7 +33,7 @@ from lab.recipes.mqar import BLOCKS, BLOCKS_CACHED, blocks_run, recall
 from lab.shared import experiment
 from lab.shared.common import RESULTS_DIR, note_load_after, result_header
 from lab.shared.experiment import count, progress
-from snippets.linear_attention import gated_delta_recurrent
+from snippets.layers.linear_attention import gated_delta_recurrent
 
 RECALL_FILE = RESULTS_DIR / "beyond-softmax-recall.json"
 RECALL_FIGURE = RESULTS_DIR / "beyond-softmax-recall.svg"

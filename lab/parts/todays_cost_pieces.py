@@ -13,14 +13,18 @@ from collections.abc import Callable
 
 import torch
 
-from snippets.compressed_attention import CompressedAttention, CompressedSpec, compressed_gathered
-from snippets.configurable import AttentionSpec, ConfigurableAttention
-from snippets.kda import KimiDeltaAttention
-from snippets.lightning import LightningAttention
-from snippets.linear_attention import GatedDeltaNet
-from snippets.mamba2 import Mamba2, mamba2_state_bytes
-from snippets.mla import MLASpec
-from snippets.sparse_mla import IndexerSpec, SparseLatentAttention, sparse_gathered
+from snippets.layers.compressed_attention import (
+    CompressedAttention,
+    CompressedSpec,
+    compressed_gathered,
+)
+from snippets.layers.configurable import AttentionSpec, ConfigurableAttention
+from snippets.layers.kda import KimiDeltaAttention
+from snippets.layers.lightning import LightningAttention
+from snippets.layers.linear_attention import GatedDeltaNet
+from snippets.layers.mamba2 import Mamba2, mamba2_state_bytes
+from snippets.layers.mla import MLASpec
+from snippets.layers.sparse_mla import IndexerSpec, SparseLatentAttention, sparse_gathered
 
 FLOAT = 4  # bytes of a float32
 # The full run's sizes, and the quick run's: a small layer, the same shape of choices.

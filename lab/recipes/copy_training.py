@@ -4,20 +4,20 @@ The runs of lab.positions (five position schemes) and lab.optimization (the
 optimization page's headline run) are this loop with different setups. Shape
 letters: B batch, L layers, H heads, T sequence length, V vocabulary.
 
-Rows are random segments repeated until full (snippets/tasks.py): once a repeat
+Rows are random segments repeated until full (snippets/pages/tasks.py): once a repeat
 has begun, each next token is the one that followed the current token's earlier
 occurrence, which only attention can fetch (Olsson et al. 2022: a previous-token
 head, then an induction head that looks for "the position whose previous token
 is mine"). Every `every` steps the loop measures, on held-out rows:
 
 - the loss on the copies (the targets a perfect copier knows: floor 0 nats) and
-  on all targets (floor: snippets.tasks.copy_floor);
-- each head's previous-token share (not snippets.induction's previous-token
+  on all targets (floor: snippets.pages.tasks.copy_floor);
+- each head's previous-token share (not snippets.pages.induction's previous-token
   score, the plain weight on t - 1): of the weight position t gives to earlier
   positions (t itself left out), the share on t - 1. Uniform attention gives it
   1 / t; a head that splits its weight between t and t - 1, which carries the
   previous token just as well, scores 1;
-- each head's induction score (snippets.induction.induction_scores) on rows of
+- each head's induction score (snippets.pages.induction.induction_scores) on rows of
   one period: the weight on the token that followed the current token's previous
   occurrence.
 """
@@ -27,11 +27,11 @@ import time
 
 import torch
 
-from snippets.induction import induction_scores, uniform_induction_score
-from snippets.model import GPT, GPTConfig
-from snippets.positions import WITHOUT_TABLE
-from snippets.tasks import copy_targets, repeated_tokens
-from snippets.train import fit, make_optimizer
+from snippets.core.model import GPT, GPTConfig
+from snippets.core.positions import WITHOUT_TABLE
+from snippets.pages.induction import induction_scores, uniform_induction_score
+from snippets.pages.tasks import copy_targets, repeated_tokens
+from snippets.run.train import fit, make_optimizer
 
 FACTORS = (1, 2, 4)  # evaluation lengths, in multiples of the training length
 PREVIOUS_THRESHOLD = 0.3  # a previous-token head: 0.3 of its look-back on t - 1

@@ -5,7 +5,8 @@ The explorer of the attention page runs the guide's char GPT (lab/model_cache.py
 trained_char_gpt) in the page, in plain JavaScript (docs/assets/javascripts/attention-live.js).
 The build (hooks/explorer_data.py) writes three files into the site, from the committed model:
 
-- char-gpt.pt: the model as a snippets.train checkpoint, what snippets.generate.load_model reads;
+- char-gpt.pt: the model as a snippets.run.train checkpoint, what
+  snippets.run.generate.load_model reads;
 - char-gpt.json: the manifest, the model's sizes, its characters and where each tensor starts;
 - char-gpt.bin: every tensor of the state dict, float32 little-endian, one after another.
 
@@ -20,9 +21,9 @@ from pathlib import Path
 import torch
 
 from lab.model_cache import trained_char_gpt
-from snippets.char_gpt import CharGPTConfig
-from snippets.model import GPT, GPTConfig
-from snippets.train import TrainConfig
+from snippets.core.model import GPT, GPTConfig
+from snippets.pages.char_gpt import CharGPTConfig
+from snippets.run.train import TrainConfig
 
 NAME = "char-gpt"
 FILES = (f"{NAME}.pt", f"{NAME}.json", f"{NAME}.bin")
@@ -37,7 +38,7 @@ PLAIN = {
 
 
 def train_config(config: CharGPTConfig, vocab_size: int) -> TrainConfig:
-    """The snippets.train run that describes train_char_gpt(config): its model and recipe
+    """The snippets.run.train run that describes train_char_gpt(config): its model and recipe
     (AdamW at a constant lr, PyTorch's default decay and betas, no clipping)."""
     run = TrainConfig(
         corpus="guide",
@@ -72,7 +73,8 @@ def check_plain(config: GPTConfig) -> None:
 
 
 def checkpoint_state(model: GPT, chars: str, run: TrainConfig) -> dict:
-    """What snippets.generate.load_model reads: the run's config, the weights, the characters."""
+    """What snippets.run.generate.load_model reads: the run's config, the weights and
+    the characters."""
     if run.model_config(len(chars)) != model.config:
         raise ValueError(f"run {run} does not describe the model {model.config}")
     return {"config": dataclasses.asdict(run), "model": model.state_dict(), "chars": chars}

@@ -4,12 +4,12 @@ The one MQAR recipe of the guide's experiments (lab/recipes/kv_heads_models.py: 
 heads; lab/parts/beyond_softmax_recall.py: softmax, Gated DeltaNet and hybrid blocks), and
 the one the trained-model cache (lab/model_cache.py) trains its MQAR models with.
 
-The recipe, for 2 to 4 layers on one CPU thread: rows of snippets.tasks.mqar with a
+The recipe, for 2 to 4 layers on one CPU thread: rows of snippets.pages.tasks.mqar with a
 number of pairs drawn per row, so one model is trained once and scored at each number
 of pairs; the loss only on keys seen before in the row (a first occurrence's value is
 a coin toss, nothing to learn); ALiBi positions, for the previous-token head MQAR
 needs; AdamW at 3e-3 with a warm-up and a cosine decay; batches of 256 rows; no
-curriculum (snippets.tasks.mqar's in_order is not used).
+curriculum (snippets.pages.tasks.mqar's in_order is not used).
 
 Recall at N pairs: on fresh rows with exactly N distinct keys, the share of
 repeated keys whose value is the model's top guess.
@@ -19,13 +19,13 @@ import dataclasses
 
 import torch
 
-from snippets.attention import CausalSpec
-from snippets.configurable import AttentionSpec
-from snippets.linear_layers import LinearSpec
-from snippets.mla import MLASpec
-from snippets.model import GPT, GPTConfig
-from snippets.tasks import IGNORE, mqar
-from snippets.train import fit
+from snippets.core.attention import CausalSpec
+from snippets.core.model import GPT, GPTConfig
+from snippets.layers.configurable import AttentionSpec
+from snippets.layers.linear_layers import LinearSpec
+from snippets.layers.mla import MLASpec
+from snippets.pages.tasks import IGNORE, mqar
+from snippets.run.train import fit
 
 
 @dataclasses.dataclass(frozen=True)

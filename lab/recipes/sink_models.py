@@ -17,12 +17,12 @@ from pathlib import Path
 import torch
 
 from lab import model_cache
-from snippets.model import GPT, GPTConfig
-from snippets.taming import TamedSpec
-from snippets.tasks import backcopy_chain, bigram_backcopy
-from snippets.train import fit, make_optimizer
+from snippets.core.model import GPT, GPTConfig
+from snippets.layers.taming import TamedSpec
+from snippets.pages.tasks import backcopy_chain, bigram_backcopy
+from snippets.run.train import fit, make_optimizer
 
-MODELS = {  # name -> the taming pieces of every layer (snippets.taming.TamedSpec)
+MODELS = {  # name -> the taming pieces of every layer (snippets.layers.taming.TamedSpec)
     "plain": {},
     "learned sinks": {"sinks": True},
     "output gate": {"gate": "elementwise"},

@@ -3,8 +3,8 @@ hand and fused, its units, and the entropy rate of a Markov chain, the lowest lo
 any model can reach on the text the chain writes.
 
 Plain torch, and only what that page explains: no input checks (the package's
-snippets.objectives computes the same loss and names a bad target). Shape letters:
-B batch, T sequence length, V vocabulary size.
+snippets.core.objectives computes the same loss and names a bad target).
+Shape letters: B batch, T sequence length, V vocabulary size.
 """
 
 # --8<-- [start:imports]

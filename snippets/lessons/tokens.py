@@ -2,8 +2,8 @@
 BPE, and batches of (x, y) windows cut from one stream of ids.
 
 Plain Python and torch, and only what that page explains: no input checks (the
-package's snippets.tokenizer and snippets.data compute the same and name a bad
-value). Shape letters: B batch, T sequence length (context_length).
+package's snippets.run.tokenizer and snippets.run.data compute the same and
+name a bad value). Shape letters: B batch, T sequence length (context_length).
 """
 
 # --8<-- [start:imports]

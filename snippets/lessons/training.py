@@ -3,7 +3,7 @@ AdamW with two parameter groups, warmup and a cosine to a floor, clipping, the
 loop, and the validation loss.
 
 Plain torch, and only what that page and the ones before it explain: one batch per
-step, one process, no checkpoints (the package's loop, snippets/train.py, adds
+step, one process, no checkpoints (the package's loop, snippets/run/train.py, adds
 those and takes the same steps). Shape letters: B batch, T sequence length.
 """
 
@@ -14,7 +14,7 @@ import math
 import torch
 import torch.nn as nn
 
-from snippets.data import get_batch
+from snippets.run.data import get_batch
 
 # --8<-- [end:imports]
 

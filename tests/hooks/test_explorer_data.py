@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from lab import see_attention
-from snippets.masks import attention_mask, causal_mask
+from snippets.core.masks import attention_mask, causal_mask
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +50,7 @@ def test_built_live_model_is_the_committed_char_gpt(built_site):
     page's JavaScript reads, all three the See-attention model (lab/recipes/live_model.py)."""
     from lab.model_cache import trained_char_gpt
     from lab.recipes.live_model import export
-    from snippets.generate import load_model
+    from snippets.run.generate import load_model
 
     live = built_site / "assets" / "live"
     names = sorted(p.name for p in live.iterdir())

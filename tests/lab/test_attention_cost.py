@@ -13,7 +13,7 @@ import torch
 from lab import attention_cost
 from lab.parts import attention_cost_runs
 from lab.shared.common import RESULTS_DIR, ROOT
-from snippets.attention_cost import FORWARD_ONLY, VARIANTS, score_bytes
+from snippets.pages.attention_cost import FORWARD_ONLY, VARIANTS, score_bytes
 
 COMMITTED = RESULTS_DIR
 SVG = "{http://www.w3.org/2000/svg}svg"

@@ -16,7 +16,7 @@ from lab.oracle.families import (  # noqa: E402
 )
 from lab.oracle.from_transformers import spec_from_config  # noqa: E402
 from lab.oracle.tiny_models import TINY  # noqa: E402
-from snippets.kv_heads import kv_cache_bytes  # noqa: E402
+from snippets.layers.kv_heads import kv_cache_bytes  # noqa: E402
 
 
 def test_every_published_family_is_one_the_suite_proves_equal():

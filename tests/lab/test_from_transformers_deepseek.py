@@ -19,8 +19,8 @@ pytest.importorskip("transformers")
 from lab.oracle.from_transformers import load_attention, load_attentions  # noqa: E402
 from lab.oracle.tiny_models import record_layers, tiny_config, tiny_model  # noqa: E402
 from lab.todays_models import T  # noqa: E402
-from snippets.positions import rope_frequencies  # noqa: E402
-from snippets.sparse_mla import turn_part  # noqa: E402
+from snippets.core.positions import rope_frequencies  # noqa: E402
+from snippets.layers.sparse_mla import turn_part  # noqa: E402
 
 
 def relative(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -216,7 +216,7 @@ def test_each_part_of_v4s_attention_is_needed(fault):
 
 
 def test_v4_needs_its_unweighted_q_norm_and_its_output_turned_back(monkeypatch):
-    import snippets.compressed_attention as ca
+    import snippets.layers.compressed_attention as ca
 
     rms, turn = ca.rms, ca.turn_tail
     model, _ = recorded("deepseek_v4")

@@ -7,8 +7,8 @@ import torch.nn as nn
 
 from lab.oracle.from_transformers_model import WHOLE, gpt_config, load_model, sharpen
 from lab.oracle.tiny_models import WINDOW, tiny_config, tiny_model
-from snippets.generate import generate
-from snippets.model import GPT, parameter_count
+from snippets.core.model import GPT, parameter_count
+from snippets.run.generate import generate
 
 PROMPT, NEW = 12, 20  # T = 32 at the end: four windows of 8
 

@@ -19,7 +19,7 @@ pytest.importorskip("transformers")
 from lab.oracle.from_transformers import _load_gqa, load_attention, spec_from_config  # noqa: E402
 from lab.oracle.tiny_models import record_layers, tiny_config, tiny_model  # noqa: E402
 from lab.todays_models import T, relative, run_all  # noqa: E402
-from snippets.rope_scaling import RopeSpec, frequencies, rotate  # noqa: E402
+from snippets.core.rope_scaling import RopeSpec, frequencies, rotate  # noqa: E402
 
 FAMILY = "gemma4_text"
 FAULT = 1e-3  # a planted fault must move some output by more than this, relative

@@ -7,7 +7,7 @@ import pytest
 
 from lab.generate import main
 from lab.shared.common import TRAINING_RESULTS
-from snippets.train import TrainConfig, train
+from snippets.run.train import TrainConfig, train
 
 # --- the command ------------------------------------------------------------------------------
 

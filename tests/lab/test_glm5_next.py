@@ -1,12 +1,13 @@
 """GLM-5-Next (transformers' glm5_next text model) through the oracle.
 
 Its "linear_attention" layers are Kimi Delta Attention with a bounded decay
-(snippets/kda.py's BoundedKimiDeltaAttention, loaded by lab/oracle/linear_from_transformers.py's
-load_kda): every layer whole and through its LinearState, a prefill then one token at a
+(snippets/layers/kda.py's BoundedKimiDeltaAttention, loaded by
+lab/oracle/linear_from_transformers.py's load_kda): every layer whole and through its
+LinearState, a prefill then one token at a
 time, within 1e-5. The planted faults the comparison must catch: a decay per head instead
 of per channel, and Kimi Linear's unbounded decay in place of the bounded one.
 Its "indexed_attention" layer is MLA without RoPE whose DSA indexer scores pools of
-keys (snippets/pooled_indexer.py's PooledIndexer in snippets/sparse_mla.py's
+keys (snippets/layers/pooled_indexer.py's PooledIndexer in snippets/layers/sparse_mla.py's
 SparseLatentAttention); compare("glm5_next_text") (every layer, whole and cached) runs
 in tests/lab/test_from_transformers.py with every family. Planted faults it must catch:
 the pooled keys without their gate (a plain mean), no tail, single keys for pools.
@@ -22,9 +23,9 @@ pytest.importorskip("transformers")
 from lab.oracle.from_transformers import load_attention  # noqa: E402
 from lab.oracle.tiny_models import record_layers, tiny_model  # noqa: E402
 from lab.todays_models import BATCH, T, compare, relative, run_all  # noqa: E402
-from snippets.kda import BoundedKimiDeltaAttention, KimiDeltaAttention  # noqa: E402
-from snippets.pooled_indexer import PooledIndexer  # noqa: E402
-from snippets.sparse_mla import DSAIndexer, SparseLatentAttention  # noqa: E402
+from snippets.layers.kda import BoundedKimiDeltaAttention, KimiDeltaAttention  # noqa: E402
+from snippets.layers.pooled_indexer import PooledIndexer  # noqa: E402
+from snippets.layers.sparse_mla import DSAIndexer, SparseLatentAttention  # noqa: E402
 
 LINEAR = range(3)  # 3 KDA layers : 1 indexed MLA layer
 

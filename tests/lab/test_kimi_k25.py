@@ -18,7 +18,7 @@ pytest.importorskip("transformers")
 from lab.oracle.from_transformers import load_attentions, spec_from_config  # noqa: E402
 from lab.oracle.tiny_models import record_layers, tiny_model  # noqa: E402
 from lab.todays_models import BATCH, T, compare, relative, run_all  # noqa: E402
-from snippets.mla import LatentAttention, MLASpec  # noqa: E402
+from snippets.layers.mla import LatentAttention, MLASpec  # noqa: E402
 
 FAMILY = "kimi_k25"
 

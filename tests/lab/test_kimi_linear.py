@@ -18,9 +18,9 @@ from lab.oracle.from_transformers import load_attention  # noqa: E402
 from lab.oracle.linear_from_transformers import load_linear_attention  # noqa: E402
 from lab.oracle.tiny_models import record_layers, tiny_model  # noqa: E402
 from lab.todays_models import BATCH, T, relative  # noqa: E402
-from snippets.kda import KimiDeltaAttention  # noqa: E402
-from snippets.mla import LatentAttention  # noqa: E402
-from snippets.rope_scaling import RopeSpec  # noqa: E402
+from snippets.core.rope_scaling import RopeSpec  # noqa: E402
+from snippets.layers.kda import KimiDeltaAttention  # noqa: E402
+from snippets.layers.mla import LatentAttention  # noqa: E402
 
 
 @functools.cache

@@ -12,8 +12,8 @@ import torch
 from lab import kv_heads_recall as experiment
 from lab.recipes.kv_heads_models import VARIANTS, run_of
 from lab.recipes.mqar import MqarRun, build, repeated_keys
-from snippets.cache import ModelCache
-from snippets.tasks import mqar
+from snippets.core.cache import ModelCache
+from snippets.pages.tasks import mqar
 
 
 def test_quick_run_shows_the_cached_models_learned_the_lookup(tmp_path, capsys):

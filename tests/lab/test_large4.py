@@ -16,7 +16,7 @@ import torch
 
 pytest.importorskip("transformers")
 
-import snippets.learned_temperature as lt  # noqa: E402
+import snippets.layers.learned_temperature as lt  # noqa: E402
 from lab.oracle.from_transformers import load_attention, load_attentions, spec_from_config  # noqa: E402
 from lab.oracle.tiny_models import record_layers, tiny_model  # noqa: E402
 from lab.todays_models import T, compare, run_all  # noqa: E402

@@ -19,8 +19,8 @@ pytest.importorskip("transformers")
 from lab.oracle.from_transformers import load_attention  # noqa: E402
 from lab.oracle.tiny_models import record_layers, tiny_model  # noqa: E402
 from lab.todays_models import BATCH, PREFILL, T, compare, relative, run_all  # noqa: E402
-from snippets.configurable import ConfigurableAttention  # noqa: E402
-from snippets.mamba2 import Mamba2  # noqa: E402
+from snippets.layers.configurable import ConfigurableAttention  # noqa: E402
+from snippets.layers.mamba2 import Mamba2  # noqa: E402
 
 HYBRIDS = ("nemotron_h", "granitemoehybrid", "falcon_h1")
 

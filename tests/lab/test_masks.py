@@ -17,7 +17,7 @@ from torch.testing import assert_close
 
 from lab import masks as lab_masks
 from lab.masks import WINDOW, block_mask_for, flex_forward, window_mask_mod
-from snippets.masks import sliding_window_mask
+from snippets.core.masks import sliding_window_mask
 
 H, D = 4, 32  # the benchmark's heads and head size: one compiled kernel for all
 

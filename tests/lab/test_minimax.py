@@ -15,8 +15,8 @@ pytest.importorskip("transformers")
 from lab.oracle.from_transformers import load_attention  # noqa: E402
 from lab.oracle.tiny_models import record_layers, tiny_model  # noqa: E402
 from lab.todays_models import BATCH, T, relative  # noqa: E402
-from snippets.configurable import ConfigurableAttention  # noqa: E402
-from snippets.lightning import LightningAttention  # noqa: E402
+from snippets.layers.configurable import ConfigurableAttention  # noqa: E402
+from snippets.layers.lightning import LightningAttention  # noqa: E402
 
 
 @functools.cache

@@ -7,7 +7,7 @@ import torch
 import lab.model_cache as models
 from lab import model_cache
 from lab.recipes import sink_models
-from snippets.induction import AttentionOnly, InductionConfig
+from snippets.pages.induction import AttentionOnly, InductionConfig
 from tests.code_copy import copy_of_the_code
 
 
@@ -101,13 +101,13 @@ def test_a_model_is_keyed_by_its_recipe_s_code_and_data(tmp_path, monkeypatch):
     # The recipe both MQAR experiments train with: the models of both.
     assert changed_by("lab/recipes/mqar.py", code) == groups["mqar"] | groups["kv-heads"]
     assert changed_by("lab/recipes/sink_models.py", code) == groups["streaming"]
-    assert changed_by("snippets/induction.py", code) == groups["induction"]
-    assert changed_by("snippets/char_gpt.py", code) == groups["char-gpt"]
+    assert changed_by("snippets/pages/induction.py", code) == groups["induction"]
+    assert changed_by("snippets/pages/char_gpt.py", code) == groups["char-gpt"]
     assert changed_by("data/guide-snapshot.txt", "\n") == groups["char-gpt"]
     # A piece the recipes share: the models built or trained with it.
     uses_model = groups["char-gpt"] | groups["mqar"] | groups["kv-heads"] | groups["streaming"]
-    assert changed_by("snippets/model.py", code) == uses_model
-    assert changed_by("snippets/attention.py", code) == set(before)
+    assert changed_by("snippets/core/model.py", code) == uses_model
+    assert changed_by("snippets/core/attention.py", code) == set(before)
     # Not what trains a model: comments and docstrings, the cache itself, other commands.
     assert changed_by("lab/recipes/mqar.py", "# a comment\n") == set()
     mqar = copy / "lab" / "recipes" / "mqar.py"

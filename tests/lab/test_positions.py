@@ -6,7 +6,7 @@ import json
 import math
 
 from lab import positions as experiment
-from snippets.positions import POSITIONS
+from snippets.core.positions import POSITIONS
 
 LEARNED_AT_1X = 0.2  # nats on the copies: far below chance (ln V), the task is learned
 

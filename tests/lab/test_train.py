@@ -9,8 +9,8 @@ import torch
 
 from lab.shared.common import TRAINING_RESULTS
 from lab.train import LOSS_PLOT, bench_throughput, field_comments, main, throughput_table
-from snippets.throughput import BENCH_MODEL, ladder
-from snippets.train import CHECKPOINT, HISTORY, TrainConfig
+from snippets.run.throughput import BENCH_MODEL, ladder
+from snippets.run.train import CHECKPOINT, HISTORY, TrainConfig
 
 
 def final_state(out):

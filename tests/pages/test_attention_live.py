@@ -2,7 +2,7 @@
 
 In a real browser (Debian chromium): window.attentionGuide.run(text) gives, for several texts,
 the weights and logits PyTorch computes with the checkpoint the page names
-(window.attentionGuide.checkpoint, loaded by snippets.generate.load_model), and its greedy
+(window.attentionGuide.checkpoint, loaded by snippets.run.generate.load_model), and its greedy
 continuation is PyTorch's; a planted model, one head's weights zeroed and served at the same
 URL, fails that comparison. Nothing of the model loads before the text box is used, and no
 request leaves the site. The bytes loaded before and after the text box is used, the time to
@@ -23,7 +23,7 @@ import torch
 
 from lab.recipes.live_model import export
 from lab.shared.common import ROOT
-from snippets.generate import generate, load_model
+from snippets.run.generate import generate, load_model
 from tests.pages.test_attention_explorer import Tab
 
 ARTIFACTS = ROOT / "test-artifacts" / "live"

@@ -388,7 +388,7 @@ def test_api_table_columns_without_their_rule_are_caught(site_browser, site_serv
         site_browser.context.unroute(pattern, serve)
     assert problems and all("re-lay as the page arrives" in p for p in problems), problems
     assert any(
-        "Name | Type | Description | Default under #snippets.configurable.AttentionSpec" in p
+        "Name | Type | Description | Default under #snippets.layers.configurable.AttentionSpec" in p
         for p in problems
     ), problems
 

@@ -2,7 +2,7 @@
 and the standard library; everything else (commands, plots, caches) is in lab/; the modules of
 snippets/, lab/ and hooks/ import each other in no circle; tests/ mirrors the code; and no
 project Python file holds so much that it does more than one job (MAX_FILE_LINES); and lab/
-trains only through snippets.train's one loop."""
+trains only through snippets.run.train's one loop."""
 
 import ast
 import sys
@@ -194,7 +194,7 @@ def training_steps(source: str) -> list[str]:
 )
 def test_lab_trains_only_through_the_one_loop(path):
     # Experiments differ in their data and setup, not in loops: each trains with
-    # snippets.train.fit (the learning rate set, the step taken, the next batch drawn).
+    # snippets.run.train.fit (the learning rate set, the step taken, the next batch drawn).
     found = [
         f"{name} (line {line})"
         for name, line in training_steps(path.read_text(encoding="utf-8"))
@@ -202,7 +202,7 @@ def test_lab_trains_only_through_the_one_loop(path):
     ]
     assert not found, (
         f"{path.relative_to(ROOT)} steps an optimizer itself: {', '.join(found)}; train with "
-        "snippets.train.fit, passing the batches and the schedule"
+        "snippets.run.train.fit, passing the batches and the schedule"
     )
 
 

@@ -8,9 +8,9 @@ from tests.xdist_scheduling import SITE, ByPageAndSite, scope_of, start_order
 COLLECTION = [
     "docs/attention.md::line 1",
     "docs/attention.md::line 9",
-    "tests/snippets/test_model.py::test_a",
-    "tests/snippets/test_model.py::test_b",
-    "tests/snippets/test_model.py::test_c",
+    "tests/snippets/core/test_model.py::test_a",
+    "tests/snippets/core/test_model.py::test_b",
+    "tests/snippets/core/test_model.py::test_c",
     "tests/pages/test_portability.py::test_pages_hold_under[avx2]",
     "tests/pages/test_portability.py::test_pages_hold_under[plain]",
     "tests/pages/test_site.py::test_build",
@@ -66,7 +66,7 @@ def test_the_built_site_starts_first_then_the_long_units_then_the_largest():
     assert all("test_portability" in scope for scope in order[1:3])
     assert order[3:] == [
         "tests/pages/test_site.py",  # the built site's other tests, once the build is done
-        "tests/snippets/test_model.py",
+        "tests/snippets/core/test_model.py",
         "docs/attention.md",
     ]
 

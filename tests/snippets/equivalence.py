@@ -3,7 +3,7 @@ other spelling of the same function, its weights carried over.
 
 - from_per_head: a GPT of the readable per-head layer (CausalSpec's per_head)
   as one of the fused CausalSelfAttention;
-- from_kv_heads: the kv-heads lesson's MLA as snippets/mla.py's LatentAttention
+- from_kv_heads: the kv-heads lesson's MLA as snippets/layers/mla.py's LatentAttention
   with its extra parts off;
 - as_spec_layer, as_specs: the plain causal layer, TamedAttention and the
   kv-heads lesson's grouped layer as ConfigurableAttention (each is one set of
@@ -19,14 +19,14 @@ import dataclasses
 import torch
 import torch.nn as nn
 
-from snippets.attention import CausalSelfAttention, CausalSpec
-from snippets.configurable import AttentionSpec, ConfigurableAttention
-from snippets.linear_attention import GatedDeltaNet
-from snippets.linear_layers import LinearSpec
-from snippets.mla import LatentAttention, MLASpec
-from snippets.model import GPT
-from snippets.rope_scaling import RopeSpec
-from snippets.taming import TamedAttention
+from snippets.core.attention import CausalSelfAttention, CausalSpec
+from snippets.core.model import GPT
+from snippets.core.rope_scaling import RopeSpec
+from snippets.layers.configurable import AttentionSpec, ConfigurableAttention
+from snippets.layers.linear_attention import GatedDeltaNet
+from snippets.layers.linear_layers import LinearSpec
+from snippets.layers.mla import LatentAttention, MLASpec
+from snippets.layers.taming import TamedAttention
 
 __all__ = [
     "from_per_head",

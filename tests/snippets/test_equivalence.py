@@ -8,10 +8,10 @@ import pytest
 import torch
 from torch.testing import assert_close
 
-from snippets.attention import CausalSelfAttention
-from snippets.configurable import ConfigurableAttention
-from snippets.model import GPT, GPTConfig
-from snippets.taming import TamedAttention
+from snippets.core.attention import CausalSelfAttention
+from snippets.core.model import GPT, GPTConfig
+from snippets.layers.configurable import ConfigurableAttention
+from snippets.layers.taming import TamedAttention
 from tests.snippets.equivalence import as_spec_layer, as_specs
 
 

@@ -19,19 +19,19 @@ import pytest
 import torch
 from torch.testing import assert_close
 
-from snippets.attention import CausalSpec
-from snippets.cache import LayerCache, ModelCache
-from snippets.checkpoint import config_data, config_from_data, save_checkpoint
-from snippets.compressed_attention import CompressedSpec
-from snippets.configurable import AttentionSpec, ConfigurableAttention
-from snippets.differential import DiffAttentionSpec
-from snippets.generate import generate
-from snippets.linear_layers import LinearSpec
-from snippets.mla import LatentAttention, MLASpec
-from snippets.model import GPT, GPTConfig, parameter_count
-from snippets.rope_scaling import RopeSpec
-from snippets.sparse_mla import DSASpec, IndexerSpec
-from snippets.taming import TamedSpec
+from snippets.core.attention import CausalSpec
+from snippets.core.cache import LayerCache, ModelCache
+from snippets.core.model import GPT, GPTConfig, parameter_count
+from snippets.core.rope_scaling import RopeSpec
+from snippets.layers.compressed_attention import CompressedSpec
+from snippets.layers.configurable import AttentionSpec, ConfigurableAttention
+from snippets.layers.differential import DiffAttentionSpec
+from snippets.layers.linear_layers import LinearSpec
+from snippets.layers.mla import LatentAttention, MLASpec
+from snippets.layers.sparse_mla import DSASpec, IndexerSpec
+from snippets.layers.taming import TamedSpec
+from snippets.run.checkpoint import config_data, config_from_data, save_checkpoint
+from snippets.run.generate import generate
 from tests.snippets.equivalence import as_specs
 
 BASE = GPTConfig(vocab_size=20, context_length=16, n_embed=32, n_head=4, n_layer=2)

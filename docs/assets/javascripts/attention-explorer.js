@@ -15,7 +15,7 @@
 // attention-live.js and the model's weights (../live/) load when the box is first used, not
 // before. window.attentionGuide.run(text) resolves to {tokens, weights, logits} (weights
 // [layer][head][query][key], logits [position][vocab]); window.attentionGuide.checkpoint is
-// the checkpoint of the same model (relative to the page), for snippets.generate.load_model;
+// the checkpoint of the same model (relative to the page), for snippets.run.generate.load_model;
 // tests/pages/test_attention_live.py compares the two.
 (() => {
   "use strict";
@@ -358,7 +358,7 @@
     text.addEventListener("focus", () => liveModel().catch(() => {}), { once: true });
     text.addEventListener("input", update);
 
-    // Sampling options as snippets/generate.py checks them: a clear word for a bad value.
+    // Sampling options as snippets/run/generate.py checks them: a clear word for a bad value.
     function options() {
       const t = Number(temperature.value);
       if (temperature.value === "" || !(t >= 0)) {

@@ -1,4 +1,4 @@
-// The guide's char GPT, run in the page: the forward pass of snippets/model.py's GPT with
+// The guide's char GPT, run in the page: the forward pass of snippets/core/model.py's GPT with
 // learned positions and softmax attention, in plain JavaScript. No library, nothing from
 // another host. attention-explorer.js loads this file, and the model, only when the reader
 // uses its text box (or calls window.attentionGuide.run).
@@ -120,7 +120,7 @@
     return { y, weights };
   }
 
-  // The next id from next-token logits (V), as snippets/generate.py's pick_next: the most
+  // The next id from next-token logits (V), as snippets/run/generate.py's pick_next: the most
   // likely (the first of equals) at temperature 0; else logits / temperature, then only the
   // top_k most likely (ties stay), softmax, and one draw of random() in [0, 1).
   function pick(logits, { temperature = 0, topK = null } = {}, random = Math.random) {
@@ -148,7 +148,7 @@
   }
 
   // Per head, the mean weight from each query but the first to the token before it (as
-  // snippets/induction.py's previous_token_scores).
+  // snippets/pages/induction.py's previous_token_scores).
   function previousTokenNotes(weights) {
     return weights.map((heads) =>
       heads.map((rows) => {

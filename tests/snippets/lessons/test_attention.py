@@ -8,9 +8,9 @@ by a converter in the package.
 import pytest
 import torch
 
-from snippets import attention as library
+from snippets.core import attention as library
+from snippets.core.masks import causal_mask
 from snippets.lessons import attention as lesson
-from snippets.masks import causal_mask
 
 
 def stacked_qkv(mha) -> torch.Tensor:

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import torch
 
-import snippets.generate
-from snippets import model as library
+import snippets.run.generate
+from snippets.core import model as library
 from snippets.lessons import generation as lesson
 from snippets.lessons import transformer
 from tests.snippets.lessons.highlight import assert_highlights_are_the_changes
@@ -97,7 +97,7 @@ def test_generate_equals_greedy_recompute_and_the_package_s(prompt):
     # The package's GPT with these weights, and the package's generate.
     package = library.GPT(library.GPTConfig(**SIZES, tie_weights=True))
     package.load_state_dict(cached.state_dict())
-    theirs = snippets.generate.generate(package, idx, new, greedy=True)
+    theirs = snippets.run.generate.generate(package, idx, new, greedy=True)
     assert torch.equal(out, theirs)
     assert torch.equal(lesson.generate(cached, idx, 0), idx)
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
-import snippets.kv_heads as library
+import snippets.layers.kv_heads as library
 from snippets.lessons import generation
 from snippets.lessons import kv_heads as lesson
 from tests.snippets.equivalence import as_spec_layer, from_kv_heads

@@ -1,15 +1,15 @@
 """The objectives page's lesson code computes what the package computes: the same
 loss (and gradients) by hand and fused, the same units, and the entropy rate that
-snippets.corpus computes in plain Python. The lesson has no input checks."""
+snippets.run.corpus computes in plain Python. The lesson has no input checks."""
 
 import math
 
 import pytest
 import torch
 
-from snippets import objectives as library
-from snippets.corpus import MarkovLanguage
+from snippets.core import objectives as library
 from snippets.lessons import objectives as lesson
+from snippets.run.corpus import MarkovLanguage
 
 
 def batch(B=3, T=7, V=11, ignored=0.3, seed=0):

@@ -1,6 +1,6 @@
 """The positions page's lesson computes what the package's position code computes.
 
-Each lesson function equals snippets.positions' on the same inputs; the lesson's
+Each lesson function equals snippets.core.positions' on the same inputs; the lesson's
 batched layer, the attention page's with RoPE and ALiBi added, equals the package's
 CausalSelfAttention(position=...) with the same weights for every scheme, and
 without RoPE or ALiBi it is the attention page's layer. The page shows the layer as
@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from snippets import attention as library
-from snippets import positions as package
+from snippets.core import attention as library
+from snippets.core import positions as package
 from snippets.lessons import attention
 from snippets.lessons import positions as lesson
 from tests.snippets.lessons.highlight import assert_highlights_are_the_changes

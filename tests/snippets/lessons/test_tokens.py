@@ -7,10 +7,10 @@ import random
 import pytest
 import torch
 
-from snippets import data as library_data
-from snippets import tokenizer as library
-from snippets.corpus import guide_text
 from snippets.lessons import tokens as lesson
+from snippets.run import data as library_data
+from snippets.run import tokenizer as library
+from snippets.run.corpus import guide_text
 
 TEXT = guide_text()
 # Text the BPE never trains on: other pages' words, bytes it never saw (Z, ï, ẞ, 注意).

@@ -1,6 +1,6 @@
 """The optimization page's lesson loop takes the package's steps: the same groups,
 the same schedule, the same validation loss, and, from the same seed, weights and
-batches, the same loss at every step as snippets.train.fit, the loop every
+batches, the same loss at every step as snippets.run.train.fit, the loop every
 experiment trains with.
 
 Bitwise, except where clipping scales the gradients: clip_grad_norm_ adds up the
@@ -15,12 +15,12 @@ import math
 import pytest
 import torch
 
-from snippets import model as library
-from snippets import train as package
-from snippets.data import get_batch
+from snippets.core import model as library
 from snippets.lessons import training as lesson
 from snippets.lessons import transformer
-from snippets.train_data import load_corpus, val_windows
+from snippets.run import train as package
+from snippets.run.data import get_batch
+from snippets.run.train_data import load_corpus, val_windows
 
 SIZES = {"vocab_size": 11, "context_length": 16, "n_embed": 32, "n_head": 4}
 SIZES |= {"n_layer": 2, "tie_weights": True}

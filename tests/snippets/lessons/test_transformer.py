@@ -5,7 +5,7 @@ loss."""
 import pytest
 import torch
 
-from snippets import model as library
+from snippets.core import model as library
 from snippets.lessons import transformer as lesson
 
 

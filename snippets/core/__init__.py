@@ -1,0 +1,1 @@
+"""snippets.core: see the layering in snippets/__init__.py."""

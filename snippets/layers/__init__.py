@@ -1,0 +1,1 @@
+"""snippets.layers: see the layering in snippets/__init__.py."""

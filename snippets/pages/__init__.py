@@ -1,0 +1,1 @@
+"""snippets.pages: see the layering in snippets/__init__.py."""

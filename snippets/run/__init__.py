@@ -1,0 +1,1 @@
+"""snippets.run: see the layering in snippets/__init__.py."""
