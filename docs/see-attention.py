@@ -374,8 +374,8 @@ show(
 )
 
 # %% [markdown]
-# The same combination, with scores, is worked through on the [attention
-# page](../attention/#causal-and-padding-masks-together).
+# The same combination, with scores, is worked through in [Generation in
+# depth](../generation-in-depth/#padding-a-batch-causal-and-padding-masks-together).
 #
 # ## Next
 #
