@@ -162,6 +162,41 @@ NO_ROLLING = {
 ENTRIES = {"spec-deepseek-v4"}
 
 
+# LayerSpecs a GPT refuses by design, with why: the matrix need not hold them.
+REFUSED_KINDS = {"Large4Spec": "its layer takes an indexer too: it builds no layer alone"}
+
+
+def layer_kinds_of_the_package() -> set[type]:
+    """Every LayerSpec class of snippets.core and snippets.layers, their modules imported."""
+    import importlib
+    import pkgutil
+
+    import snippets.core
+    import snippets.layers
+    from snippets.core.spec import LayerSpec
+
+    for package in (snippets.core, snippets.layers):
+        for module in pkgutil.iter_modules(package.__path__):
+            importlib.import_module(f"{package.__name__}.{module.name}")
+    found, todo = set(), [LayerSpec]
+    while todo:
+        for sub in todo.pop().__subclasses__():
+            todo.append(sub)
+            if sub.__module__.startswith(("snippets.core.", "snippets.layers.")):
+                found.add(sub)
+    return found
+
+
+def test_the_matrix_holds_every_kind_of_layer_the_package_has():
+    """A new kind of layer (a LayerSpec in snippets/core or snippets/layers) gets a row
+    of VARIANTS, or is refused by a GPT and named in REFUSED_KINDS."""
+    held = {CausalSpec} | {
+        type(spec) for fields in VARIANTS.values() for spec in fields.get("layers") or ()
+    }
+    missing = {kind.__name__ for kind in layer_kinds_of_the_package() - held} - set(REFUSED_KINDS)
+    assert not missing, f"no row of VARIANTS builds a GPT of {sorted(missing)}: add one"
+
+
 def model_of(name: str) -> GPT:
     torch.manual_seed(0)
     model = GPT(dataclasses.replace(BASE, **VARIANTS[name])).double().eval()
