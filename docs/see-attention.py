@@ -106,9 +106,8 @@ for row in rows:
 # The first copy of a segment is unpredictable; everything after it can be predicted
 # exactly, by copying. The model is `AttentionOnly`: token and position embeddings,
 # two layers of the guide's `CausalSelfAttention`, four heads each, and no MLP.
-# `trained_induction` trains it, or loads the copy
-# that this same code already trained: the site build, the attention explorer and
-# the test suite share one training per version of the code.
+# `trained_induction` trains it, or loads the copy that this same code already
+# trained, so the page and the attention explorer show the same model.
 
 # %%
 model, losses = trained_induction(config)
@@ -379,9 +378,9 @@ show(
 #
 # ## Next
 #
-# These models were trained briefly, with a plain loop. [Optimization &
-# training](../optimization/) builds the loop properly: AdamW, warmup and a cosine
-# schedule, clipping, checkpoints, and a run that reaches the best possible loss.
+# These models were trained briefly, with a plain loop. [Training a small
+# GPT](../optimization/) builds the loop properly: AdamW, warmup and a cosine
+# schedule, clipping, and a run that reaches the best possible loss.
 #
 # ## Further reading
 #

@@ -6,7 +6,6 @@ breaks, in the page's terms, with a hint at the idea (never the code). An answer
 that raises gets the error and the shapes it was given. Each exercise has the
 signature and conventions of the guide's own function of that name, which is
 also what grading compares against. EXERCISES lists the names and the tasks.
-
 """
 
 import dataclasses
