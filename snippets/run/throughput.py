@@ -18,9 +18,10 @@ __all__ = ["BENCH_MODEL", "BENCH_BATCH", "LADDER", "ladder", "make_bench_step"]
 
 
 # --8<-- [start:ladder]
-# The optimization page's table: a small model (vocab 65, like tiny Shakespeare's
-# characters), batch 12 of 64 tokens. Each rung keeps the ones above and changes
-# one thing; "readable" is the guide's per-head attention with textbook AdamW.
+# The table of Engineering a training run: a small model (vocab 65, like tiny
+# Shakespeare's characters), batch 12 of 64 tokens. Each rung keeps the ones above
+# and changes one thing; "readable" is the guide's per-head attention with textbook
+# AdamW.
 BENCH_MODEL = {
     "vocab_size": 65,
     "context_length": 64,
