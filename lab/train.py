@@ -5,7 +5,7 @@ training figures are drawn here; `python -m lab.figures` redraws them.
     python -m lab.train --corpus markov --steps 800 --out runs/markov
     python -m lab.train --corpus markov --steps 800 --out runs/markov --resume
     torchrun --nproc_per_node=2 -m lab.train --steps 800 --out runs/ddp
-    python -m lab.train --bench-throughput     # the optimization page's table
+    python -m lab.train --bench-throughput     # Engineering a training run's table
     python -m lab.train --plot-schedule schedule.svg
 
 The training itself is snippets/run/train.py; this module adds what a person at a
