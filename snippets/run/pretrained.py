@@ -29,7 +29,13 @@ from snippets.core.model import GPT, GPTConfig
 from snippets.core.rope_scaling import SCALINGS, RopeSpec
 from snippets.layers.configurable import AttentionSpec
 
-__all__ = ["FAMILIES", "load_pretrained", "from_state_dict", "gpt_config", "rope_spec"]
+__all__ = [
+    "FAMILIES",
+    "load_pretrained",
+    "from_state_dict",
+    "gpt_config",
+    "rope_spec",
+]
 
 # --8<-- [start:families]
 # model_type -> where its norms sit (snippets.core.blocks.NORMS)
@@ -62,7 +68,7 @@ DEFAULTS = {
 DEFAULTS["olmo3"] |= {"rms_norm_eps": 1e-5, "sliding_window": 4096}
 
 
-# --- the config ---------------------------------------------------------------------
+# --- the config -------------------------------------------------------------------
 
 
 def _refuse(name: str, value, rule: str):
@@ -171,20 +177,23 @@ def rope_spec(params: dict, head_size: int, max_positions: int) -> RopeSpec:
     )
 
 
-def _attention_spec(config: dict, index: int, kind: str, rope: bool) -> AttentionSpec:
+def _attention_spec(config: dict, i: int, kind: str, rope: bool) -> AttentionSpec:
     family = config["model_type"]
     C, H = config["hidden_size"], config["num_attention_heads"]
     D = _get(config, "head_dim", C // H)
     if kind not in ("full_attention", "sliding_attention"):
-        _refuse("layer_types", kind, f"layer {index}: full or sliding attention only")
+        _refuse("layer_types", kind, f"layer {i}: full or sliding attention only")
     window = kind == "sliding_attention"
     if family == "smollm3" and window and not config.get("use_sliding_window"):
-        _refuse("use_sliding_window", False, "its layer_types say sliding_attention")
+        _refuse("use_sliding_window", False, "layer_types say sliding_attention")
     scale = None  # 1 / sqrt(D); Gemma: 1 / sqrt(query_pre_attn_scalar)
     if family in GEMMA:
         scale = _get(config, "query_pre_attn_scalar") ** -0.5
     bias = bool(config.get("attention_bias", False))
-    max_positions = config["max_position_embeddings"]
+    turn = None
+    if rope:
+        params = _rope_parameters(config, kind)
+        turn = rope_spec(params, D, config["max_position_embeddings"])
     return AttentionSpec(
         n_embed=C,
         n_head=H,
@@ -192,7 +201,7 @@ def _attention_spec(config: dict, index: int, kind: str, rope: bool) -> Attentio
         head_size=D,
         kind="window" if window else "full",
         size=_get(config, "sliding_window") if window else None,
-        rope=rope_spec(_rope_parameters(config, kind), D, max_positions) if rope else None,
+        rope=turn,
         bias=bias,
         out_bias=bias,
         qk_norm=QK_NORM.get(family),
@@ -242,7 +251,7 @@ def gpt_config(config: dict) -> GPTConfig:
     )
 
 
-# --- the tensors --------------------------------------------------------------------
+# --- the tensors ------------------------------------------------------------------
 
 # --8<-- [start:names]
 # A decoder layer's tensors: transformers' names -> the guide's Block's
@@ -254,7 +263,11 @@ ATTENTION = {
     "self_attn.q_norm": "attn.q_norm",  # QK-norm: Qwen3, Gemma 3, Olmo 3
     "self_attn.k_norm": "attn.k_norm",
 }
-MLP = {"mlp.gate_proj": "mlp.gate", "mlp.up_proj": "mlp.up", "mlp.down_proj": "mlp.down"}
+MLP = {
+    "mlp.gate_proj": "mlp.gate",
+    "mlp.up_proj": "mlp.up",
+    "mlp.down_proj": "mlp.down",
+}
 NORMS = {  # per placement: the norms a family's layer has
     "pre": {"input_layernorm": "ln1", "post_attention_layernorm": "ln2"},
     "pre+post": {
@@ -263,7 +276,10 @@ NORMS = {  # per placement: the norms a family's layer has
         "pre_feedforward_layernorm": "ln2",
         "post_feedforward_layernorm": "post2",
     },
-    "post": {"post_attention_layernorm": "post1", "post_feedforward_layernorm": "post2"},
+    "post": {
+        "post_attention_layernorm": "post1",
+        "post_feedforward_layernorm": "post2",
+    },
 }
 OUTSIDE = {  # the tensors outside the layers
     "model.embed_tokens.weight": "tok_emb.weight",
@@ -316,7 +332,10 @@ def _convert(key: str, t: torch.Tensor, config: GPTConfig) -> torch.Tensor:
     spec = config.layers[int(parts[1])]
     name = parts[3]
     if name in ("q_norm", "k_norm") and config.block.one_plus:
-        t = t + 1  # Gemma stores w - 1; the layer's QK-norm multiplies by w
+        # Gemma stores w - 1; the layer's QK-norm multiplies by w. In a bfloat16
+        # checkpoint 1 + w is rounded to bfloat16 here (transformers adds the 1
+        # in float32): a relative error up to 2^-9 on these scales.
+        t = t + 1
     if spec.rope is None or name not in ("q", "k", "q_norm", "k_norm"):
         return t
     D = spec.head_size
@@ -356,7 +375,7 @@ def from_state_dict(config: dict, state: dict) -> GPT:
     return gpt.eval()
 
 
-# --- the files ----------------------------------------------------------------------
+# --- the files --------------------------------------------------------------------
 
 # --8<-- [start:safetensors]
 DTYPES = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16}
