@@ -101,6 +101,15 @@ def test_bfloat16_files_give_a_bfloat16_gpt(tmp_path):
     assert relative(ours, theirs) < 1e-5
 
 
+def test_gemmas_score_scale_is_its_query_pre_attn_scalar(tmp_path):
+    hf = sharpen(tiny_model("gemma3_text", query_pre_attn_scalar=24))  # D = 16
+    hf.save_pretrained(tmp_path)
+    x = ids(PROMPT + NEW)
+    with torch.no_grad():
+        theirs, (ours, _) = hf(x).logits, load_pretrained(tmp_path)(x)
+    assert relative(ours, theirs) < 1e-5
+
+
 def legacy(config: dict) -> dict:
     """config as a transformers 4 config.json says it: rope_theta and
     rope_scaling (Gemma 3's window layers: rope_local_base_freq), no
