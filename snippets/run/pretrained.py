@@ -37,7 +37,6 @@ __all__ = [
     "rope_spec",
 ]
 
-# --8<-- [start:families]
 # model_type -> where its norms sit (snippets.core.blocks.NORMS)
 FAMILIES = {
     "llama": "pre",  # Llama 3, SmolLM2
@@ -49,7 +48,6 @@ FAMILIES = {
 GEMMA = ("gemma3_text",)  # scales stored as w - 1; token vectors times sqrt(C)
 QK_NORM = {"qwen3": "head", "gemma3_text": "head", "olmo3": "all"}
 ACTIVATIONS = {"silu": "silu", "gelu_pytorch_tanh": "gelu-tanh"}
-# --8<-- [end:families]
 # A field config.json may leave out -> its value in transformers' config class.
 DEFAULTS = {
     "llama": {"tie_word_embeddings": False, "rope_theta": 10000.0},
@@ -66,6 +64,10 @@ DEFAULTS = {
     "olmo3": {"tie_word_embeddings": False, "rope_theta": 500000.0},
 }
 DEFAULTS["olmo3"] |= {"rms_norm_eps": 1e-5, "sliding_window": 4096}
+DEFAULTS["qwen3"]["sliding_window"] = 4096
+# What no default stands in for: the sizes.
+SIZES = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads")
+SIZES += ("intermediate_size", "max_position_embeddings")
 
 
 # --- the config -------------------------------------------------------------------
@@ -232,6 +234,9 @@ def _block_spec(config: dict) -> BlockSpec:
 def gpt_config(config: dict) -> GPTConfig:
     """The GPTConfig of a config.json (a dict) of a family in FAMILIES."""
     _family(config)
+    for name in SIZES:
+        if not isinstance(config.get(name), int):
+            _refuse(name, config.get(name), "config.json must give it, an int")
     if both_ways := config.get("use_bidirectional_attention"):
         _refuse("use_bidirectional_attention", both_ways, "the layer is causal")
     block = _block_spec(config)
@@ -263,11 +268,7 @@ ATTENTION = {
     "self_attn.q_norm": "attn.q_norm",  # QK-norm: Qwen3, Gemma 3, Olmo 3
     "self_attn.k_norm": "attn.k_norm",
 }
-MLP = {
-    "mlp.gate_proj": "mlp.gate",
-    "mlp.up_proj": "mlp.up",
-    "mlp.down_proj": "mlp.down",
-}
+MLP = {f"mlp.{n}_proj": f"mlp.{n}" for n in ("gate", "up", "down")}  # mlp.gate, ...
 NORMS = {  # per placement: the norms a family's layer has
     "pre": {"input_layernorm": "ln1", "post_attention_layernorm": "ln2"},
     "pre+post": {
@@ -286,6 +287,7 @@ OUTSIDE = {  # the tensors outside the layers
     "model.norm.weight": "ln_f.weight",
     "lm_head.weight": "lm_head.weight",  # none in the file when tied
 }
+# --8<-- [end:names]
 
 
 def _names(config: GPTConfig) -> dict[str, str]:
@@ -303,22 +305,18 @@ def _names(config: GPTConfig) -> dict[str, str]:
     return names
 
 
-# --8<-- [end:names]
-
-
 # --8<-- [start:rope_rows]
 def _adjacent_order(D: int, R: int) -> torch.Tensor:
-    """The channel order that takes a head's RoPE pairs (i, i + R/2), as the
-    checkpoints store them, to the guide's (2i, 2i + 1); channels past R (no
-    rotation) stay in place. D = 8, R = 8: [0, 4, 1, 5, 2, 6, 3, 7]."""
+    """Row i + R/2 after row i, for each RoPE pair of a head (R channels turn;
+    the D - R others stay in place). D = R = 8: [0, 4, 1, 5, 2, 6, 3, 7]."""
     pairs = [c for i in range(R // 2) for c in (i, i + R // 2)]
     return torch.tensor(pairs + list(range(R, D)))
 
 
 def _rows_by_head(t: torch.Tensor, n: int, order: torch.Tensor) -> torch.Tensor:
-    """Each of n heads' rows of a weight (n * D, C), bias (n * D,) or QK-norm
-    scale (n * D,), reordered."""
-    return t.reshape(n, -1, *t.shape[1:])[:, order].reshape(t.shape)
+    """Each of n heads' rows reordered: a weight (n * D, C) or a scale (n * D,)."""
+    heads = t.reshape(n, -1, *t.shape[1:])  # (n, D, C) or (n, D)
+    return heads[:, order].reshape(t.shape)  # back to (n * D, C) or (n * D,)
 
 
 # --8<-- [end:rope_rows]

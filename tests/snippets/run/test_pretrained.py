@@ -144,6 +144,14 @@ def test_a_family_it_does_not_take_is_named(tmp_path):
         load_pretrained(tmp_path)  # Gemma 3 with its vision tower: not its text model
 
 
+def test_a_config_without_its_sizes_is_named(saved):
+    _, hf, _ = saved
+    config = hf.config.to_dict()
+    del config["intermediate_size"]
+    with pytest.raises(ValueError, match=r"config.intermediate_size \(None\): config.json"):
+        gpt_config(config)
+
+
 def test_a_folder_without_config_or_weights_is_named(tmp_path):
     with pytest.raises(ValueError, match=r"\('.*'\): no config.json in it"):
         load_pretrained(tmp_path)
