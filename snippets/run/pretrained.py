@@ -366,6 +366,12 @@ def from_state_dict(config: dict, state: dict) -> GPT:
                 f"{key} needs {tuple(meta.shape)} (from config.json)"
             )
         ours[key] = t
+    used = {names[key] for key in ours} | {"lm_head.weight"}  # tied: the same
+    if unused := sorted(set(state) - used):  # a bias the config says is not there
+        raise ValueError(
+            f"checkpoint: {len(unused)} tensor(s) the GPT has no place for, "
+            f"first {unused[:3]} (is config.json this checkpoint's?)"
+        )
     gpt.load_state_dict(ours, strict=False, assign=True)
     if gpt_cfg.tie_weights:  # --8<-- [start:tied]
         gpt.lm_head.weight = gpt.tok_emb.weight  # one tensor, the embedding's

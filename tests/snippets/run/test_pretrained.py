@@ -168,6 +168,13 @@ def test_a_missing_tensor_is_named(saved):
         pretrained.from_state_dict(hf.config.to_dict(), state)
 
 
+def test_a_tensor_without_a_place_is_named(saved):
+    family, hf, _ = saved
+    state = hf.state_dict() | {"model.layers.0.self_attn.q_proj.bias": torch.zeros(64)}
+    with pytest.raises(ValueError, match=r"no place for, first \['model.layers.0.self_at"):
+        pretrained.from_state_dict(hf.config.to_dict(), state)
+
+
 def test_a_shape_mismatch_names_the_key_and_both_shapes(saved):
     family, hf, _ = saved
     config = hf.config.to_dict() | {"intermediate_size": 40}
