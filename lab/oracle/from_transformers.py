@@ -44,9 +44,10 @@ from lab.oracle.from_transformers_deepseek import loaders as deepseek_loaders
 from lab.oracle.from_transformers_gemma import FAMILY as GEMMA4
 from lab.oracle.from_transformers_gemma import gemma4_fields
 from lab.oracle.linear_from_transformers import load_linear_attention
-from snippets.core.rope_scaling import SCALINGS, RopeSpec
+from snippets.core.rope_scaling import RopeSpec
 from snippets.layers.configurable import AttentionSpec, ConfigurableAttention
 from snippets.layers.mla import LatentAttention, MLASpec
+from snippets.run.pretrained import rope_spec as pretrained_rope_spec
 
 __all__ = [
     "FAMILIES",
@@ -136,42 +137,12 @@ def layer_type(config, index: int) -> str:
 
 
 def rope_spec(config, kind: str, head_size: int) -> RopeSpec:
-    """The RopeSpec of a layer of type `kind` from config.rope_parameters."""
+    """The RopeSpec of a layer of type `kind` from config.rope_parameters (the
+    package's reading of a layer's RoPE fields, snippets/run/pretrained.py)."""
     params = config.rope_parameters
     if kind in params:  # Gemma 3: one dict per layer type
         params = params[kind]
-    scaling = params.get("rope_type", "default")
-    if scaling not in SCALINGS:
-        _refuse(
-            config,
-            "rope_parameters['rope_type']",
-            scaling,
-            f"not a scaling the guide's layer has: {list(SCALINGS)}",
-        )
-    rotary = int(head_size * params.get("partial_rotary_factor", 1.0))
-    if scaling == "proportional":  # transformers' count: whole pairs of the head
-        rotary = 2 * int(params.get("partial_rotary_factor", 1.0) * head_size // 2)
-    original = params.get("original_max_position_embeddings")
-    if scaling == "dynamic":
-        original = config.max_position_embeddings
-    factor = params.get("factor") or 1.0
-    if scaling == "yarn" and params.get("factor") is None:
-        factor = config.max_position_embeddings / original
-    return RopeSpec(
-        base=float(params["rope_theta"]),
-        rotary_dim=None if rotary == head_size else rotary,
-        scaling=scaling,
-        factor=float(factor),
-        original_length=original,
-        low_freq_factor=params.get("low_freq_factor", 1.0),
-        high_freq_factor=params.get("high_freq_factor", 4.0),
-        beta_fast=params.get("beta_fast") or 32.0,
-        beta_slow=params.get("beta_slow") or 1.0,
-        truncate=params.get("truncate", True),
-        attention_factor=params.get("attention_factor"),
-        mscale=params.get("mscale"),
-        mscale_all_dim=params.get("mscale_all_dim"),
-    )
+    return pretrained_rope_spec(params, head_size, config.max_position_embeddings)
 
 
 def _refuse(config, name: str, value, why: str) -> None:
