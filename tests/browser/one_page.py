@@ -220,8 +220,12 @@ def build_fixes(page: str, warnings: list[str], error: str | None) -> list[str]:
                 + (f" (did you mean {near[0]}?)" if near else "")
                 + ", or add the page and its nav line."
             )
-    if error and "out of reading order" in error:
-        problems = [p.strip() for p in error.split("\n")[1:] if p.strip()]
+    # mkdocs logs a hook's error and raises Abort("Aborted with a BuildError!"): the
+    # words are in the log, not in the exception
+    said = [w for w in warnings if w.startswith(f"{page}: ")]
+    reading = next((t for t in [error or "", *said] if "out of reading order" in t), None)
+    if reading:
+        problems = [p.strip() for p in reading.split("\n")[1:] if p.strip()]
         for problem in problems:
             at = "## Next" if "Next" in problem else "requires:"
             fixes.append(
@@ -229,7 +233,8 @@ def build_fixes(page: str, warnings: list[str], error: str | None) -> list[str]:
                 "(contributing.md, the reading order)."
             )
     elif error and "Snippet" not in error:  # an include's fault is said by source_fixes
-        fixes.append(f"{_rel(file)}: the build of the page failed: {error.splitlines()[-1]}")
+        why = said[-1] if said else error.splitlines()[-1]
+        fixes.append(f"{_rel(file)}: the build of the page failed: {why}")
     return fixes
 
 

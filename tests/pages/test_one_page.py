@@ -99,6 +99,21 @@ def test_a_dead_link(repo):
     assert one_page.build_fixes("new.md", [warning.replace("'new.md'", "'a.md'")], None) == []
 
 
+def test_a_required_page_never_linked_is_named_though_mkdocs_aborts(repo):
+    """mkdocs logs the hook's words and raises a bare Abort: the fix still names them."""
+    repo(in_nav=True)
+    logged = "new.md: out of reading order:\n  requires a.md but never links to it"
+    (fix,) = one_page.build_fixes("new.md", [logged], "Abort: Aborted with a BuildError!")
+    assert fix == (
+        "docs/new.md:2: requires a.md but never links to it. Fix: change that line "
+        "(contributing.md, the reading order)."
+    ), fix
+    other = one_page.build_fixes("new.md", ["new.md: minutes of study: no placeholder"], "Abort: x")
+    assert other == [
+        "docs/new.md: the build of the page failed: new.md: minutes of study: no placeholder"
+    ]
+
+
 def test_an_output_changed_on_purpose():
     out = (
         "the block at docs/x.md:14 printed something other than its Output block at "
