@@ -206,14 +206,6 @@ def separated(data: dict) -> list[tuple[str, str, int]]:
     ]
 
 
-def below_from(data: dict, lower: str, upper: str) -> int | None:
-    """The fewest pairs from which on every seed of `lower` recalls less than every seed
-    of `upper`, at each number of pairs scored; None if there are none."""
-    pairs = data["settings"]["eval_pairs"]
-    below = {p for a, b, p in separated(data) if (a, b) == (lower, upper)}
-    return next((p for i, p in enumerate(pairs) if below >= set(pairs[i:])), None)
-
-
 def recall_figure(data: dict):
     """Recall against the number of pairs: a line per variant (the mean), a dot per seed."""
     plt = pyplot(FIGURE_WIDTH)
@@ -324,8 +316,7 @@ def result() -> str:
 
 def values() -> dict[str, str]:
     """The numbers of the page's prose: each variant's mean and seed range at each number
-    of pairs (mha_2, mha_2_low, mha_2_high, ...); the lowest seed of all at 2 pairs; from
-    how many pairs on every MLA seed is below every GQA seed."""
+    of pairs (mha_2, mha_2_low, mha_2_high, ...); the lowest seed of all at 2 pairs."""
     from lab.shared.result_pages import load, value_table
 
     data = load(RESULT_FILE.name)
@@ -338,7 +329,6 @@ def values() -> dict[str, str]:
             out[f"{name.lower()}_{p}_high"] = f"{max(seeds):.2f}"
     lowest = min(min(r["recall"]["2"]) for r in runs.values())
     out["lowest_2"] = f"{math.floor(lowest * 100) / 100:.2f}"  # "or more": rounded down
-    out["mla_below_gqa_from"] = str(below_from(data, "MLA", "GQA"))
     return value_table(out)
 
 

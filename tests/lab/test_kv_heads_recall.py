@@ -82,7 +82,10 @@ def test_repeated_keys_marks_the_keys_seen_before():
 def test_committed_result_is_the_full_run():
     data = json.loads(experiment.RESULT_FILE.read_text())
     assert data["schema"] == experiment.SCHEMA
-    assert data["command"] == "python -m lab.kv_heads_recall"
+    assert data["command"] in (
+        "python -m lab.kv_heads_recall",
+        "python -m lab.kv_heads_recall --jobs 2",
+    )
     assert data["settings"] == experiment.FULL and data["settings"]["seeds"] == 5
     m = data["machine"]
     assert m["cpu_model"] and m["torch"] and "load_1min_after" in m
@@ -95,11 +98,9 @@ def test_committed_result_is_the_full_run():
         # What the page says of every variant: each seed learned the lookup at 2 pairs.
         assert min(r["recall"]["2"]) > 0.9, (name, r["recall"]["2"])
     assert experiment.FIGURE.is_file()
-    # The page's reading of it: MHA, GQA and MQA within noise at every number of pairs;
-    # MLA's mean the lowest from 4 pairs on, below every GQA seed from 6 pairs on; within
-    # noise of MQA and of MHA at every count.
-    assert {(a, b) for a, b, _ in experiment.separated(data)} == {("MLA", "GQA")}
-    assert experiment.below_from(data, "MLA", "GQA") == 6
+    # The page's reading of it: every pair of variants within noise at every number of
+    # pairs (their seed ranges overlap); MLA's mean the lowest from 4 pairs on.
+    assert experiment.separated(data) == []
     for p in pairs[pairs.index("4") :]:
         means = {v: statistics.mean(r["recall"][p]) for v, r in data["variants"].items()}
         assert min(means, key=means.get) == "MLA", (p, means)
