@@ -253,8 +253,9 @@ class ConfigurableAttention(nn.Module):
         if mask is not None and mask.is_floating_point():
             mask = mask.to(q.dtype)  # ALiBi's bias, in the scores' dtype
         group = s.n_head // s.n_kv_head
-        # A copy of each key/value head per query head, not enable_gqa: the
-        # faster of the two for the fused kernel on CPU.
+        # A copy of each key/value head per query head. enable_gqa is faster on
+        # torch 2.13's CPU kernel but sums the shared heads' gradients in
+        # another order: the committed models were trained with the copy.
         k, v = expand_kv(k, group), expand_kv(v, group)  # (B, H, Ta, D)
         if s.soft_cap is None and not s.sinks and not return_weights:
             return F.scaled_dot_product_attention(
