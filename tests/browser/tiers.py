@@ -96,7 +96,7 @@ class History(NamedTuple):
 class Plan:
     """The pages that get every check, each with its reason."""
 
-    api: tuple[str, ...]  # every API page's path ("/reference/model/"), sorted
+    api: tuple[str, ...]  # every API page's path ("/reference/core/model/"), sorted
     full: dict[str, str]  # API page -> why it gets every check
     rotation: str  # where the rotation's number came from, in words
     content: tuple[str, ...] = ()  # every other page, sorted
@@ -200,7 +200,8 @@ def page_sources(docs: Path, page: str) -> list[str]:
 
 
 def page_file(site: Path, page: str) -> Path:
-    """The built HTML file of a page path ("/reference/model/" -> reference/model/index.html)."""
+    """The built HTML file of a page path ("/reference/core/model/" ->
+    reference/core/model/index.html)."""
     rel = page.strip("/")
     return site / rel if rel.endswith(".html") else site / rel / "index.html"
 

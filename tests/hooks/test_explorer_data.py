@@ -42,7 +42,8 @@ def test_explorer_assets_load_only_where_an_explorer_is(built_site):
         text = page.read_text(encoding="utf-8")
         has = 'class="attention-explorer' in text or 'class="mask-explorer' in text
         assert has == ("attention-explorer.js" in text), page.relative_to(built_site)
-    assert "attention-explorer.js" in (built_site / "attention" / "index.html").read_text()
+    for page in ("multi-head", "generation-in-depth"):  # the attention and the mask explorer
+        assert "attention-explorer.js" in (built_site / page / "index.html").read_text(), page
 
 
 def test_built_live_model_is_the_committed_char_gpt(built_site):

@@ -27,7 +27,7 @@ def exported(built_site) -> dict:
 
 
 # Each explorer's page: the heads on the second attention page, the masks on the first.
-PAGES = {"attention-explorer": "multi-head/", "mask-explorer": "attention/"}
+PAGES = {"attention-explorer": "multi-head/", "mask-explorer": "generation-in-depth/"}
 
 
 class Tab:

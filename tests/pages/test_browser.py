@@ -55,7 +55,7 @@ FULL_SCREENSHOTS = os.environ.get("GUIDE_FULL_SCREENSHOTS") == "1"
 # The pages whose search worker builds the site's whole index, one of each template (home,
 # a guide page, the API reference's index and a module's page); every other page fetches
 # the same index file and gets one of one page (SiteBrowser.visit: 0.6-1.2 s of CPU each).
-WHOLE_SEARCH_INDEX = {"/", "/attention/", "/reference/", "/reference/model/"}
+WHOLE_SEARCH_INDEX = {"/", "/attention/", "/reference/", "/reference/core/model/"}
 
 
 # ----------------------------------------------------------------------------- fixtures
