@@ -97,7 +97,8 @@ def test_every_page_with_code_has_downloads(downloads):
         """A python block that imports none of the repository's tooling: the downloads
         leave out the others, and a page of those alone has nothing to download."""
         blocks = re.findall(r"```python[^\n]*\n(.*?)```", page.read_text(encoding="utf-8"), re.S)
-        tooling = re.compile(r"^\s*(from|import)\s+(lab|tests|hooks)\b", re.M)
+        packages = "|".join(sorted(page_downloads.CHECKOUT_ONLY))
+        tooling = re.compile(rf"^\s*(from|import)\s+({packages})\b", re.M)
         return any(not tooling.search(b) for b in blocks)
 
     pages_with_code = {
