@@ -239,20 +239,21 @@ class CausalSelfAttention(nn.Module):
         bias = None
         if self.position == "alibi":
             bias = alibi_mask(H, T, T_all).to(device=x.device, dtype=q.dtype)
+        # With a cache, it says which keys each query sees (the queries are last).
+        mask = None if cache is None else cache.visible(k_pos[-T:], k_pos)
         if return_weights:
             # The fused kernel never stores the (T, T) weights; this path does.
-            mask = visible(k_pos[-T:], k_pos)  # (T, T_all): the queries are last
+            mask = visible(k_pos, k_pos) if mask is None else mask  # (T, T_all)
             y, weights = scaled_dot_product_attention(q, k, v, mask, bias=bias)
         elif bias is not None:
             # A float attn_mask is added to the scaled scores inside the kernel.
             # (B, H, T, D) x3, (H, T, T) -> (B, H, T, D)
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
-        elif T == T_all:
+        elif mask is None:
             # is_causal=True masks inside the kernel: no tril buffer needed.
             # (B, H, T, D) x3 -> (B, H, T, D)
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         else:  # after cached positions: the causal mask's last T rows
-            mask = visible(k_pos[-T:], k_pos)  # (T, T_all)
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
         # Heads back side by side, the channel layout of MultiHeadAttention's cat.
         y = y.transpose(1, 2).contiguous().view(B, T, C)  # (B, T, C)

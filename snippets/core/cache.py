@@ -4,7 +4,9 @@ Every attention layer a GPT block can hold takes `forward(x, cache=None)` and
 makes its own cache with `new_cache(batch_size, max_length)`: without a cache,
 x holds positions 0 .. T - 1; with one, x holds the positions right after
 those the cache has seen. Every cache has one verb, `update(*new)`: it takes
-what the layer makes of the new positions and returns what the layer reads.
+what the layer makes of the new positions and returns what the layer reads,
+the new positions last. It also says where the new tokens sit (`next_positions`)
+and which keys each of them sees (`visible`).
 
 - `LayerCache`: keys and values (or MLA's latents) of a full, window or chunk
   layer; a full layer's, written in place into buffers of max_length rows;
@@ -65,6 +67,15 @@ class Cache:
         """How many positions the next T_new tokens' attention will cover: the
         largest relative position a layer must know (a table, RoPE's range)."""
         return self.seen + T_new
+
+    def next_positions(self, T_new: int) -> torch.Tensor:
+        """The positions of the next T_new tokens (T_new,), on the host."""
+        return torch.arange(self.seen, self.seen + T_new)
+
+    def visible(self, q_pos, k_pos, kind="full", size=None) -> torch.Tensor:
+        """Which keys (at k_pos) each new query (at q_pos) sees, (T_new, T_all)
+        bool. (A paged batch's cache also keeps each sequence to its own.)"""
+        return visible(q_pos, k_pos, kind, size)
 
 
 # --8<-- [end:interface]
@@ -243,7 +254,7 @@ def read(cache, q, k, v, position: str):
     position: the layer's scheme ("rope" turns rows to their positions, every
     other scheme leaves them). -> q, and the keys and values the new queries
     attend to (B, G, T_all, D) with their positions (T_all,); the queries are
-    the last T of them.
+    the last T of them, and a query sits where its key does.
     """
     turn = apply_rope if position == "rope" else None
     if cache is None:  # positions 0 .. T - 1
@@ -251,7 +262,7 @@ def read(cache, q, k, v, position: str):
         k = k if turn is None else turn(k, 0)
     else:  # keys turned by the cache: once, when new, or to their places
         (k, v), k_pos = cache.update(k, v, turn=turn)
-    q = q if turn is None else turn(q, k_pos.numel() - q.size(-2))
+    q = q if turn is None else turn(q, k_pos[k_pos.numel() - q.size(-2) :])
     return q, k, v, k_pos
 
 
@@ -392,6 +403,9 @@ class ModelCache(Cache):
 
     def span(self, T_new: int) -> int:
         return max(layer.span(T_new) for layer in self.layers)
+
+    def next_positions(self, T_new: int) -> torch.Tensor:
+        return self.layers[0].next_positions(T_new)
 
 
 # --8<-- [end:model_cache]

@@ -257,8 +257,10 @@ class GPT(nn.Module):
         self._check_idx(idx)
         if cache is not None:
             check_fits(cache, self.config, idx.size(1))
-        start = 0 if cache is None else cache.seen
-        x = self.drop(self.embed(idx, start))  # (B, T, C)
+        # With a cache, the positions it gives: seen .. seen + T - 1 for one
+        # stream; in a paged batch, each token's place in its own sequence.
+        where = None if cache is None else cache.next_positions(idx.size(1))
+        x = self.drop(self.embed(idx, where))  # (B, T, C)
         weights = []
         for i, block in enumerate(self.blocks):
             layer_cache = None if cache is None else cache.layers[i]
@@ -271,20 +273,21 @@ class GPT(nn.Module):
         return (logits, loss, weights) if return_weights else (logits, loss)
 
     # --8<-- [start:embed]
-    def embed(self, idx: torch.Tensor, start: int = 0) -> torch.Tensor:
+    def embed(self, idx: torch.Tensor, positions=None) -> torch.Tensor:
         """Token vectors plus, for "learned"/"sinusoidal", position vectors.
 
-        idx (B, T) holds the tokens at positions start .. start + T - 1 (start
-        > 0 under a KV cache) -> (B, T, C).
+        idx (B, T) holds the tokens at positions (T,): None for 0 .. T - 1;
+        after those a KV cache holds, the positions it gives -> (B, T, C).
         """
         x = self.tok_emb(idx)  # (B, T) -> (B, T, C)
         T, C = idx.size(1), self.config.n_embed
+        if positions is None:
+            positions = torch.arange(T)  # (T,)
         if self.config.position == "learned":
-            positions = torch.arange(start, start + T, device=idx.device)  # (T,)
-            x = x + self.pos_emb(positions)  # + (T, C), broadcast over B
+            x = x + self.pos_emb(positions.to(idx.device))  # + (T, C), over B
         elif self.config.position == "sinusoidal":
-            table = sinusoidal_positions(start + T, C)[start:]  # (T, C), fixed
-            x = x + table.to(device=x.device, dtype=x.dtype)  # broadcast over B
+            table = sinusoidal_positions(int(positions.max()) + 1, C)  # fixed
+            x = x + table[positions].to(device=x.device, dtype=x.dtype)  # (T, C)
         # "rope" and "alibi" act inside attention; "none" adds nothing at all.
         return x  # (B, T, C)
 
@@ -339,7 +342,8 @@ def check_fits(cache, config: GPTConfig, T: int) -> None:
     # Positions in the embeddings count from the stream's start; RoPE's and
     # ALiBi's only across what attention covers.
     absolute = config.position in ("learned", "sinusoidal")
-    if (cache.seen + T if absolute else cache.span(T)) > limit:
+    end = int(cache.next_positions(T).max()) + 1 if T else cache.seen
+    if (end if absolute else cache.span(T)) > limit:
         raise ValueError(
             f"{cache.seen} cached + {T} new positions exceed {name}={limit}"
         )

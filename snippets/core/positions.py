@@ -151,7 +151,8 @@ def apply_rope(
         x: queries or keys (..., T, D), D even; row t sits at position
             offset + t.
         offset: the position of row 0, e.g. the number of tokens already in a
-            KV cache.
+            KV cache; or every row's own position, a (T,) integer tensor (the
+            sequences of a batch packed into one row, snippets/run/serving.py).
         base: as in rope_frequencies.
         theta: other frequencies (D/2,) in place of rope_frequencies(D, base),
             e.g. a context extension's (snippets/core/rope_scaling.py).
@@ -167,9 +168,17 @@ def apply_rope(
             f"apply_rope needs an even head size D, got D={D}: channels are "
             f"rotated in pairs (2i, 2i + 1)"
         )
-    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+    if isinstance(offset, torch.Tensor):  # each row's position, given
+        if offset.shape != (T,) or offset.is_floating_point():
+            raise ValueError(
+                f"offset as a tensor holds each row's position: ({T},) integers, "
+                f"got {tuple(offset.shape)} {offset.dtype}"
+            )
+        positions = offset.to(torch.float64)  # (T,)
+    elif isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
         raise ValueError(f"offset ({offset!r}) must be an int >= 0")
-    positions = torch.arange(offset, offset + T, dtype=torch.float64)  # (T,)
+    else:
+        positions = torch.arange(offset, offset + T, dtype=torch.float64)  # (T,)
     if theta is None:
         theta = rope_frequencies(D, base)  # (D/2,)
     elif theta.shape != (D // 2,):

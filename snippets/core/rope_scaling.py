@@ -261,6 +261,8 @@ def rotate(
     offset .. offset + T - 1, scaled by the attention factor; the other
     channels pass unchanged. T_all: the length so far (dynamic NTK)."""
     D = x.size(-1)
+    if T_all is None and isinstance(offset, torch.Tensor):  # rows' own positions
+        T_all = int(offset.max()) + 1 if offset.numel() else 0
     T_all = offset + x.size(-2) if T_all is None else T_all
     theta, factor = frequencies(spec, D, T_all)
     R = theta.numel() * 2  # channels turned

@@ -200,7 +200,7 @@ class ConfigurableAttention(nn.Module):
         weight = getattr(self, weight_name) if s.qk_norm_weight else None
         return qk_norm(x, weight, s.eps, across_heads=s.qk_norm == "all")
 
-    def _turn(self, x, weight_name: str, offset: int):
+    def _turn(self, x, weight_name: str, offset):
         """Queries or keys (B, n, T, D) at positions offset..: normed, turned."""
         s = self.spec
         if s.qk_norm and not s.qk_norm_after_rope:
@@ -211,25 +211,26 @@ class ConfigurableAttention(nn.Module):
             x = self._norm(x, weight_name)  # Llama 4: after RoPE
         return x
 
-    def keys_values(self, k, v, offset: int = 0):
-        """The projections' k, v (B, G, T, D) at positions offset.. -> the
-        keys and values attended to. With k_eq_v, v is k's output itself,
-        before the keys' norm and RoPE turn k."""
+    def keys_values(self, k, v, offset=0):
+        """The projections' k, v (B, G, T, D) at positions offset.. (or at
+        each row's own, a (T,) tensor) -> the keys and values attended to. With
+        k_eq_v, v is k's output itself, before the keys' norm and RoPE turn k."""
         s = self.spec
         v = k if s.k_eq_v else v
         if s.v_norm:
             v = rms_norm(v, None, s.eps)  # Gemma 4: no scales
         return self._turn(k, "k_norm", offset), v
 
-    def project(self, x: torch.Tensor, offset: int = 0):
-        """x (B, T, C) at positions offset.. -> q (B, H, T, D), and the
-        projections k, v (B, G, T, D) not yet normed or turned (None: a
-        sharing layer's; v None with k_eq_v)."""
+    def project(self, x: torch.Tensor, offset=0):
+        """x (B, T, C) at positions offset.. (or at each row's own, a (T,)
+        tensor) -> q (B, H, T, D), and the projections k, v (B, G, T, D) not
+        yet normed or turned (None: a sharing layer's; v None with k_eq_v)."""
         s, (B, T, _) = self.spec, x.shape
         q = self.q(x).view(B, T, s.n_head, -1).transpose(1, 2)
         q = self._turn(q, "q_norm", offset)
         if s.temperature is not None:  # Llama 4's NoPE layers
-            t = torch.arange(offset, offset + T, device=x.device)
+            t = torch.arange(offset, offset + T) if type(offset) is int else offset
+            t = t.to(x.device)
             warm = nope_temperature(t, *s.temperature).to(q.dtype)  # (T,)
             q = q * warm[:, None]
         k = v = None
@@ -295,20 +296,26 @@ class ConfigurableAttention(nn.Module):
         y = self.proj(y)  # (B, T, C)
         return (y, weights) if return_weights else y
 
-    def _mask(self, q_pos, k_pos, square=False):
-        """Which keys each query sees (Tn, Ta) bool; None for a full layer's
-        square (the kernel's causal flag); with ALiBi, its float bias."""
+    def _mask(self, q_pos, k_pos, cache=None, square=False):
+        """Which keys each query sees (Tn, Ta) bool, as the cache says; None
+        for a full layer's square (the kernel's causal flag); with ALiBi, its
+        float bias."""
         s = self.spec
         if square and s.kind == "full" and not s.alibi:
             return None
-        mask = visible(q_pos, k_pos, s.kind, s.size)
+        if cache is None:
+            mask = visible(q_pos, k_pos, s.kind, s.size)
+        else:
+            mask = cache.visible(q_pos, k_pos, s.kind, s.size)
         return alibi_at(s.n_head, q_pos, k_pos, mask) if s.alibi else mask
 
     def _own(self, x, cache, return_weights):
         s, T = self.spec, x.size(1)
-        offset = 0 if cache is None else cache.seen
-        q, k, v = self.project(x, offset)
-        q_pos = torch.arange(offset, offset + T, device=x.device)
+        # The new tokens' positions: offset .. offset + T - 1, or, in a paged
+        # batch, each token's place in its own sequence.
+        q_pos = torch.arange(T) if cache is None else cache.next_positions(T)
+        q, k, v = self.project(x, q_pos)
+        q_pos = q_pos.to(x.device)
         if cache is None:  # the square: causal is the kernel's own flag
             k, v = self.keys_values(k, v)
             mask = self._mask(q_pos, q_pos, square=True)
@@ -318,10 +325,10 @@ class ConfigurableAttention(nn.Module):
             start = cache.seen - k_pos.numel()  # held positions run on from here
             k, v = self.keys_values(k, None, start)
         else:  # keys turned once, when new
-            (k, v), k_pos = cache.update(*self.keys_values(k, v, offset))
+            (k, v), k_pos = cache.update(*self.keys_values(k, v, q_pos))
         if cache.readers:  # layers reading this one's keys and values
             cache.attended = (k, v, k_pos)
-        mask = self._mask(q_pos, k_pos)
+        mask = self._mask(q_pos, k_pos, cache)
         return self.attend(q, k, v, mask, return_weights=return_weights)
 
     def _shared(self, x, cache, return_weights):
