@@ -1,0 +1,607 @@
+"""Serving many sequences at once: a paged KV cache, shared prefixes,
+continuous batching and speculative decoding, all greedy.
+
+- `BlockPool`: the cache's memory cut into blocks of block_size positions,
+  each with a count of the sequences that hold it (vLLM's PagedAttention,
+  Kwon et al. 2023).
+- `PagedCache`: a GPT's cache for many sequences. Each sequence has a block
+  table, the blocks that hold its positions in order; every layer keeps its
+  keys and values in the pool's blocks. One step packs the new tokens of
+  several sequences into one row; each layer writes their keys and values
+  through the tables, reads each sequence's keys back through its table, and
+  its mask keeps each sequence to its own keys. Sequences that begin with the
+  same tokens share those blocks; a shared block is copied before it is
+  written (SGLang's RadixAttention shares prefixes so, Zheng et al. 2024).
+- `generate_batch`: continuous batching (Orca, Yu et al. 2022): sequences
+  join and leave the running batch step by step; a long prompt is read in
+  chunks between the others' steps (chunked prefill).
+- `speculative_generate`: a small model drafts k tokens, the target checks
+  them all in one pass and keeps the longest run it agrees with (Leviathan et
+  al. 2023; Chen et al. 2023).
+
+Shape letters: N the tokens of one step, K the keys they read, G key/value
+heads, D head size, V vocabulary size.
+"""
+
+# --8<-- [start:imports]
+import dataclasses
+import math
+
+import torch
+
+from snippets.core.attention import CausalSelfAttention
+from snippets.core.cache import Cache, ModelCache
+from snippets.core.masks import visible
+from snippets.core.model import GPT, check_ids
+from snippets.layers.configurable import ConfigurableAttention
+
+# --8<-- [end:imports]
+
+__all__ = [
+    "BlockPool",
+    "PoolFull",
+    "PagedCache",
+    "generate_batch",
+    "speculative_generate",
+]
+
+
+# --8<-- [start:pool]
+class PoolFull(ValueError):
+    """The pool has fewer free blocks than a step needs."""
+
+
+class BlockPool:
+    """n_blocks blocks of block_size positions: which are free, and how many
+    sequences hold each (a block shared by a common prefix has more than one).
+    """
+
+    def __init__(self, n_blocks: int, block_size: int):
+        for name, value in (("n_blocks", n_blocks), ("block_size", block_size)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} ({value!r}) must be an int >= 1")
+        self.n_blocks, self.block_size = n_blocks, block_size
+        self.refs = [0] * n_blocks  # how many sequences hold each block
+        self.free = list(range(n_blocks - 1, -1, -1))  # pop() gives 0, 1, ...
+
+    def allocate(self) -> int:
+        """A free block, now held once."""
+        if not self.free:
+            raise PoolFull(f"all {self.n_blocks} blocks are in use")
+        block = self.free.pop()
+        self.refs[block] = 1
+        return block
+
+    def share(self, block: int) -> None:
+        """One more sequence holds this block."""
+        if self.refs[block] < 1:
+            raise ValueError(f"block {block} is free: only a held block is shared")
+        self.refs[block] += 1
+
+    def release(self, block: int) -> None:
+        """One sequence lets go; the last one to let go frees the block."""
+        if self.refs[block] < 1:
+            raise ValueError(f"block {block} is free already")
+        self.refs[block] -= 1
+        if self.refs[block] == 0:
+            self.free.append(block)
+
+
+# --8<-- [end:pool]
+
+
+@dataclasses.dataclass
+class Step:
+    """What one forward pass reads and writes, for every layer alike.
+
+    q_pos, q_seq (N,): each new token's position and sequence; slots (N,):
+    where its keys and values go (block * block_size + offset); k_slots,
+    k_pos, k_seq (K,): the keys the new tokens read, the new ones last.
+    """
+
+    q_pos: torch.Tensor
+    q_seq: torch.Tensor
+    slots: torch.Tensor
+    k_slots: torch.Tensor
+    k_pos: torch.Tensor
+    k_seq: torch.Tensor
+
+
+# --8<-- [start:paged_layer]
+class PagedLayer(Cache):
+    """One layer's keys and values in the pool's blocks: storage (G,
+    n_blocks * block_size, D) each, made at the first step. The step (the
+    owner's) says where the new rows go and which rows to read back."""
+
+    readers = 0  # no layer reads another's keys from a paged cache
+
+    def __init__(self, owner: "PagedCache"):
+        self.owner = owner
+        self.k = self.v = None
+
+    @property
+    def seen(self) -> int:
+        return self.owner.seen
+
+    def next_positions(self, T_new: int) -> torch.Tensor:
+        return self.owner.next_positions(T_new)
+
+    def span(self, T_new: int) -> int:
+        return self.owner.span(T_new)
+
+    def tensors(self) -> list[torch.Tensor]:
+        return [] if self.k is None else [self.k, self.v]
+
+    def update(self, k, v, turn=None):
+        """k, v (1, G, N, D) of the step's new tokens -> every key and value
+        they read (1, G, K, D), read through the block tables, and the keys'
+        positions (K,)."""
+        step = self.owner.step
+        if turn is not None:  # RoPE: each key to its own position, once
+            k = turn(k, step.q_pos)
+        if self.k is None:  # (G, n_blocks * block_size, D) each
+            rows = self.owner.pool.n_blocks * self.owner.pool.block_size
+            self.k = k.new_zeros(k.size(1), rows, k.size(-1))
+            self.v = v.new_zeros(v.size(1), rows, v.size(-1))
+        slots = step.slots.to(k.device)
+        self.k[:, slots] = k[0].detach()  # write through the tables
+        self.v[:, slots] = v[0].detach()
+        k_slots = step.k_slots.to(k.device)  # read through the tables
+        keys = self.k[:, k_slots].unsqueeze(0)  # (1, G, K, D)
+        values = self.v[:, k_slots].unsqueeze(0)  # (1, G, K, D)
+        return (keys, values), step.k_pos.to(k.device)
+
+    def visible(self, q_pos, k_pos, kind="full", size=None):
+        """The layer's rule, and each query sees only its own sequence's keys."""
+        step = self.owner.step
+        own = step.q_seq[:, None] == step.k_seq[None, :]  # (N, K)
+        return visible(q_pos, k_pos, kind, size) & own.to(q_pos.device)
+
+
+# --8<-- [end:paged_layer]
+
+
+def check_pageable(model: GPT) -> None:
+    """Every layer of model must read keys and values a paged cache can hold:
+    the batched causal layer (not ALiBi's, whose bias assumes one stream) or an
+    AttentionSpec layer with its own keys, values and static positions."""
+    if not isinstance(model, GPT):
+        raise TypeError(f"model must be a GPT, got {type(model).__name__}")
+    for i, block in enumerate(model.blocks):
+        layer, why = block.attn, None
+        if isinstance(layer, CausalSelfAttention):
+            if layer.position == "alibi":
+                why = "ALiBi's bias here assumes one stream of positions"
+        elif isinstance(layer, ConfigurableAttention):
+            s = layer.spec
+            if s.kv_source is not None or s.k_eq_v:
+                why = "it reads another layer's keys, or derives values from keys"
+            elif s.rope is not None and getattr(s.rope, "kind", "") == "dynamic":
+                why = "dynamic NTK turns keys by the sequence's length"
+        else:
+            why = "a paged cache holds keys and values of softmax attention"
+        if why:
+            raise TypeError(
+                f"block {i}'s layer ({type(layer).__name__}) cannot use a paged "
+                f"cache: {why}"
+            )
+
+
+# --8<-- [start:paged_cache]
+class PagedCache(ModelCache):
+    """A GPT's keys and values for many sequences, in blocks of one pool.
+
+    A sequence is a key (any hashable). `tables[s]` are its blocks, in order:
+    position p sits in block tables[s][p // block_size] at row p % block_size.
+    `tokens[s]` are the tokens whose keys and values are written. Before each
+    forward pass, `plan` says which new tokens of which sequences it reads;
+    `model(idx, cache=...)` then runs them as one packed row (1, N).
+    """
+
+    def __init__(self, model: GPT, n_blocks: int, block_size: int):
+        check_pageable(model)
+        self.pool = BlockPool(n_blocks, block_size)
+        self.layers = [PagedLayer(self) for _ in model.blocks]
+        self.tables: dict = {}
+        self.tokens: dict = {}
+        self.step: Step | None = None
+
+    @property
+    def seen(self) -> int:  # the longest sequence before the step
+        return max((len(t) for t in self.tokens.values()), default=0)
+
+    def next_positions(self, T_new: int) -> torch.Tensor:
+        if self.step is None or self.step.q_pos.numel() != T_new:
+            raise ValueError(
+                f"this step was planned for "
+                f"{0 if self.step is None else self.step.q_pos.numel()} new "
+                f"tokens, got {T_new}: plan the step, then run its tokens"
+            )
+        return self.step.q_pos
+
+    def span(self, T_new: int) -> int:
+        return int(self.next_positions(T_new).max()) + 1
+
+    def blocks_needed(self, positions: int) -> int:
+        return math.ceil(positions / self.pool.block_size)
+
+    def add(self, seq, prompt=()) -> int:
+        """A new sequence; it shares the blocks of the longest run of prompt's
+        tokens another sequence has written (never the prompt's last token,
+        whose scores the caller needs). Returns how many positions it shares."""
+        if seq in self.tables:
+            raise ValueError(f"sequence {seq!r} exists already")
+        prompt, shared, source = list(prompt), 0, None
+        for other, written in self.tokens.items():
+            n = 0
+            limit = min(len(written), len(prompt) - 1)
+            while n < limit and written[n] == prompt[n]:
+                n += 1
+            if n > shared:
+                shared, source = n, other
+        table = (
+            []
+            if source is None
+            else self.tables[source][: self.blocks_needed(shared)]
+        )
+        for block in table:
+            self.pool.share(block)
+        self.tables[seq], self.tokens[seq] = list(table), prompt[:shared]
+        return shared
+
+    def free(self, seq) -> None:
+        """Forget a sequence: each of its blocks is released once."""
+        for block in self.tables.pop(seq):
+            self.pool.release(block)
+        del self.tokens[seq]
+
+    def truncate(self, seq, length: int) -> None:
+        """Keep a sequence's first `length` positions; release the blocks
+        past them (a rejected draft's, in speculative decoding)."""
+        keep = self.blocks_needed(length)
+        for block in self.tables[seq][keep:]:
+            self.pool.release(block)
+        del self.tables[seq][keep:]
+        del self.tokens[seq][length:]
+
+    def _cost(self, seq, n_new: int) -> int:
+        """Blocks a step of n_new tokens needs: new ones, and a copy of each
+        shared block it writes into."""
+        table, start = self.tables[seq], len(self.tokens[seq])
+        first, last = (
+            start // self.pool.block_size,
+            self.blocks_needed(start + n_new),
+        )
+        copies = sum(self.pool.refs[b] > 1 for b in table[first:last])
+        return max(0, last - len(table)) + copies
+
+    def _own_block(self, seq, i: int) -> None:
+        """Block i of seq, held by seq alone: a shared one is copied first."""
+        table, pool = self.tables[seq], self.pool
+        if i == len(table):
+            table.append(pool.allocate())
+            return
+        old = table[i]
+        if pool.refs[old] == 1:
+            return
+        new, bs = pool.allocate(), pool.block_size
+        for layer in self.layers:  # copy on write, in every layer
+            for store in layer.tensors():
+                store[:, new * bs : (new + 1) * bs] = store[
+                    :, old * bs : (old + 1) * bs
+                ]
+        pool.release(old)
+        table[i] = new
+
+    def slots(self, seq, positions: torch.Tensor) -> torch.Tensor:
+        """Where positions (n,) of seq sit in the storage, through its table."""
+        bs = self.pool.block_size
+        table = torch.tensor(self.tables[seq], dtype=torch.long)
+        return table[positions // bs] * bs + positions % bs  # (n,)
+
+    def plan(self, chunks) -> torch.Tensor:
+        """The next step: chunks [(seq, new token ids)], in order. Makes room
+        for the new positions (all or nothing: if the pool is short, nothing
+        changes) and returns the packed ids (1, N) to run."""
+        need = sum(self._cost(seq, len(new)) for seq, new in chunks)
+        if need > len(self.pool.free):
+            raise PoolFull(
+                f"this step needs {need} blocks of {self.pool.block_size} "
+                f"positions; {len(self.pool.free)} of {self.pool.n_blocks} are free"
+            )
+        q_pos, q_seq, slots, k_slots, k_pos, k_seq, ids = [], [], [], [], [], [], []
+        for number, (seq, new) in enumerate(chunks):
+            start = len(self.tokens[seq])
+            end = start + len(new)
+            bs = self.pool.block_size
+            for i in range(start // bs, self.blocks_needed(end)):
+                self._own_block(seq, i)
+            old, fresh = torch.arange(start), torch.arange(start, end)
+            q_pos.append(fresh)
+            q_seq.append(torch.full((len(new),), number))
+            slots.append(self.slots(seq, fresh))
+            k_slots.append(self.slots(seq, old))
+            k_pos.append(old)
+            k_seq.append(torch.full((start,), number))
+            self.tokens[seq].extend(new)
+            ids.extend(new)
+        new_slots = torch.cat(slots)
+        self.step = Step(
+            q_pos=torch.cat(q_pos),
+            q_seq=torch.cat(q_seq),
+            slots=new_slots,
+            k_slots=torch.cat([*k_slots, new_slots]),  # the new keys last
+            k_pos=torch.cat([*k_pos, *q_pos]),
+            k_seq=torch.cat([*k_seq, *q_seq]),
+        )
+        return torch.tensor([ids], dtype=torch.long)  # (1, N)
+
+
+# --8<-- [end:paged_cache]
+
+
+def _as_ids(prompt, name: str) -> list[int]:
+    """A prompt as a list of token ids: a 1-D tensor, a (1, T) one, or a list."""
+    if isinstance(prompt, torch.Tensor):
+        if prompt.dim() == 2 and prompt.size(0) == 1:
+            prompt = prompt[0]
+        if prompt.dim() != 1 or prompt.is_floating_point():
+            raise ValueError(
+                f"{name} must be token ids (T,) or (1, T), got {tuple(prompt.shape)}"
+            )
+        prompt = prompt.tolist()
+    prompt = list(prompt)
+    if not prompt:
+        raise ValueError(f"{name} is empty: a prompt needs at least one token")
+    return prompt
+
+
+def _check_fits(model: GPT, length: int, name: str) -> None:
+    """A sequence of `length` positions must fit the model's positions."""
+    limit, field = model.config.longest, "context_length"
+    if model.config.max_length:
+        field = "max_length"
+    if length > limit:
+        raise ValueError(f"{name} reaches {length} positions, past {field}={limit}")
+
+
+# --8<-- [start:generate_batch]
+@torch.no_grad()
+def generate_batch(
+    model: GPT,
+    prompts,
+    max_new_tokens,
+    *,
+    block_size: int = 16,
+    n_blocks: int | None = None,
+    max_seqs: int = 8,
+    max_tokens: int | None = None,
+    static: bool = False,
+    share_prefixes: bool = True,
+    stats: dict | None = None,
+) -> list[torch.Tensor]:
+    """Greedy continuations of many prompts, run together: continuous batching.
+
+    Each step runs one packed forward pass of at most max_tokens tokens: the
+    next token of every sequence that is generating, then chunks of prompts
+    still being read (chunked prefill). A sequence leaves as soon as it has
+    its max_new_tokens, and a waiting one joins in its place, if the pool has
+    the blocks it may need. static=True waits instead until the whole batch
+    has finished (static batching, for comparison).
+
+    Args:
+        model: a GPT whose layers a PagedCache can hold.
+        prompts: token ids, each a list or a 1-D tensor, of any lengths.
+        max_new_tokens: tokens to add to each prompt, an int or one per prompt.
+        block_size: positions per block of the cache.
+        n_blocks: blocks in the pool; None: enough for max_seqs of the longest.
+        max_seqs: sequences running at once.
+        max_tokens: tokens per step, at most context_length (the longest row
+            one forward pass reads); None: context_length.
+        static: admit a new batch only when the running one has finished.
+        share_prefixes: a new sequence shares the blocks of the longest prefix
+            a running sequence has written.
+        stats: a dict to fill with what the run did (steps, peak_blocks, ...).
+
+    Returns:
+        One tensor per prompt: its ids followed by its new ones (T + new,),
+        equal to generate(model, prompt, new, greedy=True) run alone.
+    """
+    prompts = [_as_ids(p, f"prompt {i}") for i, p in enumerate(prompts)]
+    if isinstance(max_new_tokens, int):
+        max_new_tokens = [max_new_tokens] * len(prompts)
+    if len(max_new_tokens) != len(prompts):
+        raise ValueError(
+            f"max_new_tokens has {len(max_new_tokens)} counts for "
+            f"{len(prompts)} prompts"
+        )
+    for name, value in (("max_seqs", max_seqs), ("block_size", block_size)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} ({value!r}) must be an int >= 1")
+    rows = model.config.context_length
+    max_tokens = rows if max_tokens is None else max_tokens
+    if not 1 <= max_tokens <= rows:
+        raise ValueError(
+            f"max_tokens ({max_tokens}) must be in [1, context_length={rows}]"
+        )
+    lengths = []
+    for i, (prompt, new) in enumerate(zip(prompts, max_new_tokens, strict=True)):
+        if type(new) is not int or new < 0:
+            raise ValueError(
+                f"max_new_tokens of prompt {i} ({new!r}) must be an int >= 0"
+            )
+        check_ids(torch.tensor(prompt), model.config.vocab_size)
+        _check_fits(
+            model,
+            len(prompt) + new,
+            f"prompt {i} ({len(prompt)} tokens + {new} new)",
+        )
+        lengths.append(
+            len(prompt) + max(new - 1, 0)
+        )  # the last token is never read
+    longest = max(lengths, default=1)
+    if n_blocks is None:
+        n_blocks = max_seqs * math.ceil(longest / block_size)
+    cache = PagedCache(model, n_blocks, block_size)
+    for i, length in enumerate(lengths):
+        if cache.blocks_needed(length) > n_blocks:
+            raise ValueError(
+                f"prompt {i} needs {cache.blocks_needed(length)} blocks of "
+                f"{block_size} positions; the pool has n_blocks={n_blocks}"
+            )
+    out = [list(p) for p in prompts]
+    waiting = [i for i in range(len(prompts)) if max_new_tokens[i] > 0]
+    running: list[int] = []
+    todo = {}  # sequence -> its tokens not yet read: a prompt's rest, or its newest
+    record = {"steps": 0, "tokens": 0, "peak_blocks": 0, "shared_positions": 0}
+    was_training = model.training
+    model.eval()
+    try:
+        while waiting or running:
+            # Join: while a slot is open and the pool keeps, besides what the
+            # running sequences may still need, room for the newcomer's worst
+            # case (+ 1: a block it shares may have to be copied).
+            joining = not static or not running
+            while joining and waiting and len(running) < max_seqs:
+                s = waiting[0]
+                promised = sum(
+                    cache._cost(r, lengths[r] - len(cache.tokens[r]))
+                    for r in running
+                )
+                room = len(cache.pool.free) - promised
+                if running and cache.blocks_needed(lengths[s]) + 1 > room:
+                    break  # it waits for a sequence to finish
+                waiting.pop(0)
+                shared = cache.add(s, prompts[s] if share_prefixes else ())
+                record["shared_positions"] += shared
+                todo[s] = prompts[s][shared:]
+                running.append(s)
+            # One step: every generating sequence's token, then prompt chunks.
+            budget, chunks = max_tokens, []
+            for s in sorted(running, key=lambda s: len(todo[s]) > 1):
+                take = todo[s][:budget]
+                if take:
+                    chunks.append((s, take))
+                    budget -= len(take)
+            idx = cache.plan(chunks)
+            logits, _ = model(idx, cache=cache)  # (1, N, V)
+            record["steps"] += 1
+            record["tokens"] += idx.size(1)
+            record["peak_blocks"] = max(
+                record["peak_blocks"], n_blocks - len(cache.pool.free)
+            )
+            end = 0
+            for s, take in chunks:
+                end += len(take)
+                todo[s] = todo[s][len(take) :]
+                if todo[s]:
+                    continue  # the prompt is not read yet
+                next_id = int(logits[0, end - 1].argmax())
+                out[s].append(next_id)
+                if len(out[s]) - len(prompts[s]) == max_new_tokens[s]:
+                    running.remove(s)  # done: its blocks go back to the pool
+                    cache.free(s)
+                else:
+                    todo[s] = [next_id]
+    finally:
+        model.train(was_training)
+    if stats is not None:
+        stats.update(record, n_blocks=n_blocks, block_size=block_size)
+    return [torch.tensor(ids, dtype=torch.long) for ids in out]
+
+
+# --8<-- [end:generate_batch]
+
+
+# --8<-- [start:speculative]
+@torch.no_grad()
+def speculative_generate(
+    target: GPT,
+    draft: GPT,
+    prompt,
+    max_new_tokens: int,
+    k: int = 4,
+    *,
+    stats: dict | None = None,
+) -> torch.Tensor:
+    """target's greedy continuation of prompt, drafted k tokens at a time.
+
+    Each round the draft proposes k tokens, one forward pass each; the target
+    reads them all in one pass, its causal mask letting each see only what
+    comes before it, and keeps the drafts up to the first it would not have
+    chosen, then adds its own choice there. The output is the target's
+    greedy output exactly; the target runs once per round, not per token.
+
+    Args:
+        target: the GPT whose output this is.
+        draft: a smaller GPT over the same vocabulary.
+        prompt: token ids, (T,), (1, T) or a list.
+        max_new_tokens: tokens to add, >= 0.
+        k: tokens drafted per round, >= 1.
+        stats: a dict to fill: rounds, drafted, accepted, target_passes.
+
+    Returns:
+        The ids (1, T + max_new_tokens), as generate(target, prompt,
+        max_new_tokens, greedy=True) gives them.
+    """
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ValueError(f"k ({k!r}) must be an int >= 1: the drafts per round")
+    if type(max_new_tokens) is not int or max_new_tokens < 0:
+        raise ValueError(f"max_new_tokens ({max_new_tokens!r}) must be an int >= 0")
+    V, V_draft = target.config.vocab_size, draft.config.vocab_size
+    if V != V_draft:
+        raise ValueError(
+            f"the draft's vocab_size ({V_draft}) differs from the target's "
+            f"({V}): a draft must propose the target's tokens"
+        )
+    tokens = _as_ids(prompt, "prompt")
+    check_ids(torch.tensor(tokens), V)
+    total = len(tokens) + max_new_tokens
+    for name, model in (("target", target), ("draft", draft)):
+        _check_fits(
+            model,
+            total,
+            f"the prompt ({len(tokens)}) + {max_new_tokens} new, in the {name},",
+        )
+    caches = {}
+    for name, model in (("target", target), ("draft", draft)):
+        blocks = math.ceil((total + k) / 16)
+        caches[name] = PagedCache(model, blocks, 16)
+        caches[name].add(0)
+    t_cache, d_cache = caches["target"], caches["draft"]
+    record = {"rounds": 0, "drafted": 0, "accepted": 0, "target_passes": 0}
+    modes = target.training, draft.training
+    target.eval(), draft.eval()
+    try:
+        end = len(tokens) + max_new_tokens
+        while len(tokens) < end:
+            n = min(k, end - len(tokens) - 1)  # drafts this round
+            drafts = []
+            for _ in range(n):  # the draft: one pass per token
+                unread = tokens[len(d_cache.tokens[0]) :] + drafts[-1:]
+                logits, _ = draft(d_cache.plan([(0, unread)]), cache=d_cache)
+                drafts.append(int(logits[0, -1].argmax()))
+            # The target reads every unread token and the n drafts in one pass.
+            unread = tokens[len(t_cache.tokens[0]) :] + drafts
+            logits, _ = target(t_cache.plan([(0, unread)]), cache=t_cache)
+            choices = logits[0, -(n + 1) :].argmax(dim=-1).tolist()  # (n + 1,)
+            kept = 0
+            while kept < n and drafts[kept] == choices[kept]:
+                kept += 1
+            tokens += drafts[:kept] + [choices[kept]]
+            # Forget the rejected drafts' keys: each cache keeps what it read of
+            # tokens, all but the newest (which no model has read yet).
+            for cache in (t_cache, d_cache):
+                cache.truncate(0, min(len(cache.tokens[0]), len(tokens) - 1))
+            record["rounds"] += 1
+            record["drafted"] += n
+            record["accepted"] += kept
+        record["target_passes"] = record["rounds"]
+    finally:
+        target.train(modes[0]), draft.train(modes[1])
+    if stats is not None:
+        stats.update(record)
+    return torch.tensor([tokens], dtype=torch.long)
+
+
+# --8<-- [end:speculative]
