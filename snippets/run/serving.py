@@ -347,7 +347,8 @@ def _as_ids(prompt, name: str) -> list[int]:
             prompt = prompt[0]
         if prompt.dim() != 1 or prompt.is_floating_point():
             raise ValueError(
-                f"{name} must be token ids (T,) or (1, T), got {tuple(prompt.shape)}"
+                f"{name} must be token ids (T,) or (1, T), got "
+                f"{tuple(prompt.shape)}"
             )
         prompt = prompt.tolist()
     prompt = list(prompt)
