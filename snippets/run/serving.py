@@ -41,6 +41,7 @@ __all__ = [
     "BlockPool",
     "PoolFull",
     "PagedCache",
+    "block_slots",
     "generate_batch",
     "speculative_generate",
 ]
@@ -88,6 +89,20 @@ class BlockPool:
 
 
 # --8<-- [end:pool]
+
+
+# --8<-- [start:block_slots]
+def block_slots(
+    table: torch.Tensor, positions: torch.Tensor, block_size: int
+) -> torch.Tensor:
+    """The rows of the storage that hold a sequence's positions (n,): position
+    p is row p % block_size of block table[p // block_size], and block b's rows
+    are b * block_size .. b * block_size + block_size - 1."""
+    block = table[positions // block_size]  # (n,): which block, by the table
+    return block * block_size + positions % block_size  # (n,)
+
+
+# --8<-- [end:block_slots]
 
 
 @dataclasses.dataclass
@@ -295,9 +310,8 @@ class PagedCache(ModelCache):
 
     def slots(self, seq, positions: torch.Tensor) -> torch.Tensor:
         """Where positions (n,) of seq sit in the storage, through its table."""
-        bs = self.pool.block_size
         table = torch.tensor(self.tables[seq], dtype=torch.long)
-        return table[positions // bs] * bs + positions % bs  # (n,)
+        return block_slots(table, positions, self.pool.block_size)  # (n,)
 
     def plan(self, chunks) -> torch.Tensor:
         """The next step: chunks [(seq, new token ids)], in order. Makes room
