@@ -28,6 +28,7 @@ from snippets.pages.grading import (
     tensor,
 )
 from snippets.run.generate import next_token_probs
+from snippets.run.serving import block_slots
 
 __all__ = ["EXERCISES", "Verdict", "check"]
 
@@ -56,6 +57,9 @@ EXERCISES = {
     "keys and values, attend from the new queries: (out, k_all, v_all)",
     "topk_mask": "topk_mask(scores, top_k): (B, T, T) bool, True at each query's "
     "top_k highest-scoring earlier keys",
+    "block_slots": "block_slots(table, positions, block_size): (n,) the rows of "
+    "a paged cache's storage that hold a sequence's positions, through its "
+    "block table",
 }
 
 
@@ -432,6 +436,49 @@ def _topk_mask(answer) -> str | None:
     return None
 
 
+def _block_slots(answer) -> str | None:
+    table = torch.tensor([7, 2, 5, 0])  # a sequence's blocks, in order
+    for block_size, n in ((4, 14), (3, 10)):
+        positions = torch.arange(n).flip(0)  # any order: n - 1 .. 0
+        what = f"block_slots(table, positions ({n},), {block_size})"
+        out = tensor(run(answer, table, positions, block_size), (n,), what)
+        if out.is_floating_point():
+            return f"{what} should hold integer rows, got {out.dtype}"
+        want = block_slots(table, positions, block_size)
+        if torch.equal(out, want):
+            continue
+        wrong = (out != want).nonzero()[0, 0]
+        p, row = int(positions[wrong]), int(want[wrong])
+        entry, offset = p // block_size, p % block_size
+        block = int(table[entry])
+        if torch.equal(out, positions):
+            return (
+                f"position {p} is not row {p}: the cache is paged, its block is "
+                f"the table's entry {entry}, block {block}"
+            )
+        swapped = (
+            table[positions % block_size] * block_size + positions // block_size
+        )
+        if torch.equal(out, swapped):
+            return (
+                f"position {p} sits in the table's entry p // block_size = "
+                f"{entry}, at p % block_size = {offset} inside that block"
+            )
+        if torch.equal(
+            out, table[positions // block_size] + positions % block_size
+        ):
+            return (
+                f"block {block}'s rows start at {block} * block_size = "
+                f"{block * block_size}, not at {block}"
+            )
+        if torch.equal(out - want, torch.ones_like(want)):
+            return "a block's first position is its row 0: every row is one too far"
+        return (
+            f"position {p} should be row {row}: block {block}, row {offset} in it"
+        )
+    return None
+
+
 _CHECKS = {
     "causal_mask": _causal_mask,
     "scaled_dot_product_attention": _sdpa,
@@ -446,6 +493,7 @@ _CHECKS = {
     "alibi_bias": _alibi_bias,
     "kv_cache_step": _kv_cache_step,
     "topk_mask": _topk_mask,
+    "block_slots": _block_slots,
 }
 
 

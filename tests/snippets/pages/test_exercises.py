@@ -21,6 +21,7 @@ from snippets.layers.sparse_attention import topk_mask
 from snippets.layers.taming import sink_softmax
 from snippets.pages.exercises import EXERCISES, check
 from snippets.run.generate import next_token_probs
+from snippets.run.serving import block_slots
 
 
 def split_heads(x, n_head):  # the guide's layout, as CausalSelfAttention splits q, k, v
@@ -56,6 +57,7 @@ GUIDE = {
     "alibi_bias": alibi_bias,
     "kv_cache_step": kv_cache_step,
     "topk_mask": topk_mask,
+    "block_slots": block_slots,
 }
 
 
@@ -261,6 +263,19 @@ MISTAKES |= {
         (lambda s, k: topk_mask(-s, k), "lowest scores"),
         (topk_with(limit=False), "with top_k = 8 >= T = 6: your function raised"),
         (lambda s, k: topk_mask(s, k).float(), "should be bool"),
+    ],
+}
+
+
+MISTAKES |= {
+    "block_slots": [
+        (lambda table, p, bs: p, "the cache is paged"),
+        (lambda table, p, bs: table[p % bs] * bs + p // bs, "at p % block_size"),
+        (lambda table, p, bs: table[p // bs] + p % bs, "rows start at"),
+        (lambda table, p, bs: table[p // bs] * bs + p % bs + 1, "one too far"),
+        (lambda table, p, bs: (table[p // bs] * bs + p % bs).float(), "integer rows"),
+        (lambda table, p, bs: table[p // bs] * bs, "should be row"),
+        (lambda table, p, bs: table[p // bs][:-1], "should have shape (14,)"),
     ],
 }
 
