@@ -44,6 +44,7 @@ __all__ = [
     "block_slots",
     "generate_batch",
     "speculative_generate",
+    "check_speculative",
 ]
 
 
@@ -528,6 +529,31 @@ def generate_batch(
 # --8<-- [end:generate_batch]
 
 
+def check_speculative(target, draft, prompt, max_new_tokens, k) -> list[int]:
+    """speculative_generate's arguments, checked where they enter; the
+    prompt's ids as a list."""
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ValueError(f"k ({k!r}) must be an int >= 1: the drafts per round")
+    if type(max_new_tokens) is not int or max_new_tokens < 0:
+        raise ValueError(f"max_new_tokens ({max_new_tokens!r}) must be an int >= 0")
+    V, V_draft = target.config.vocab_size, draft.config.vocab_size
+    if V != V_draft:
+        raise ValueError(
+            f"the draft's vocab_size ({V_draft}) differs from the target's "
+            f"({V}): a draft must propose the target's tokens"
+        )
+    tokens = _as_ids(prompt, "prompt")
+    check_ids(torch.tensor(tokens), V)
+    total = len(tokens) + max_new_tokens
+    for name, model in (("target", target), ("draft", draft)):
+        _check_fits(
+            model,
+            total,
+            f"the prompt ({len(tokens)}) + {max_new_tokens} new, in the {name},",
+        )
+    return tokens
+
+
 # --8<-- [start:speculative]
 @torch.no_grad()
 def speculative_generate(
@@ -559,36 +585,15 @@ def speculative_generate(
         The ids (1, T + max_new_tokens), as generate(target, prompt,
         max_new_tokens, greedy=True) gives them.
     """
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise ValueError(f"k ({k!r}) must be an int >= 1: the drafts per round")
-    if type(max_new_tokens) is not int or max_new_tokens < 0:
-        raise ValueError(f"max_new_tokens ({max_new_tokens!r}) must be an int >= 0")
-    V, V_draft = target.config.vocab_size, draft.config.vocab_size
-    if V != V_draft:
-        raise ValueError(
-            f"the draft's vocab_size ({V_draft}) differs from the target's "
-            f"({V}): a draft must propose the target's tokens"
-        )
-    tokens = _as_ids(prompt, "prompt")
-    check_ids(torch.tensor(tokens), V)
-    total = len(tokens) + max_new_tokens
-    for name, model in (("target", target), ("draft", draft)):
-        _check_fits(
-            model,
-            total,
-            f"the prompt ({len(tokens)}) + {max_new_tokens} new, in the {name},",
-        )
-    caches = {}
-    for name, model in (("target", target), ("draft", draft)):
-        blocks = math.ceil((total + k) / 16)
-        caches[name] = PagedCache(model, blocks, 16)
-        caches[name].add(0)
-    t_cache, d_cache = caches["target"], caches["draft"]
+    tokens = check_speculative(target, draft, prompt, max_new_tokens, k)
+    end = len(tokens) + max_new_tokens
+    blocks = math.ceil((end + k) / 16)  # of 16 positions: the whole sequence
+    t_cache, d_cache = PagedCache(target, blocks, 16), PagedCache(draft, blocks, 16)
+    t_cache.add(0), d_cache.add(0)  # one sequence each, called 0
     record = {"rounds": 0, "drafted": 0, "accepted": 0, "target_passes": 0}
     modes = target.training, draft.training
     target.eval(), draft.eval()
     try:
-        end = len(tokens) + max_new_tokens
         while len(tokens) < end:
             n = min(k, end - len(tokens) - 1)  # drafts this round
             drafts = []
