@@ -186,7 +186,8 @@ def apply_rope(
             f"theta has shape {tuple(theta.shape)}: one frequency per pair, "
             f"({D // 2},) for D={D}"
         )
-    theta = theta.to(torch.float64)
+    # Where the positions are (a cache's may be on x's device): no copy back.
+    theta = theta.to(device=positions.device, dtype=torch.float64)
     angles = (positions[:, None] * theta[None, :]).to(x.device)  # (T, D/2)
     # Rotate in float32 at least (float64 stays float64) and round once at the
     # end: in bfloat16, rounding cos, sin and each product would add up errors.

@@ -313,9 +313,9 @@ class ConfigurableAttention(nn.Module):
         s, T = self.spec, x.size(1)
         # The new tokens' positions: offset .. offset + T - 1, or, in a paged
         # batch, each token's place in its own sequence.
-        q_pos = torch.arange(T) if cache is None else cache.next_positions(T)
-        q, k, v = self.project(x, q_pos)
-        q_pos = q_pos.to(x.device)
+        where = torch.arange(T) if cache is None else cache.next_positions(T)
+        q, k, v = self.project(x, where)  # turned on the host's positions
+        q_pos = where.to(x.device)
         if cache is None:  # the square: causal is the kernel's own flag
             k, v = self.keys_values(k, v)
             mask = self._mask(q_pos, q_pos, square=True)
@@ -325,7 +325,7 @@ class ConfigurableAttention(nn.Module):
             start = cache.seen - k_pos.numel()  # held positions run on from here
             k, v = self.keys_values(k, None, start)
         else:  # keys turned once, when new
-            (k, v), k_pos = cache.update(*self.keys_values(k, v, q_pos))
+            (k, v), k_pos = cache.update(*self.keys_values(k, v, where))
         if cache.readers:  # layers reading this one's keys and values
             cache.attended = (k, v, k_pos)
         mask = self._mask(q_pos, k_pos, cache)
