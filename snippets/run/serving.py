@@ -190,12 +190,17 @@ def check_pageable(model: GPT) -> None:
                 why = "ALiBi's bias here assumes one stream of positions"
         elif isinstance(layer, ConfigurableAttention):
             s = layer.spec
-            if s.kv_source is not None or s.k_eq_v:
-                why = "it reads another layer's keys, or derives values from keys"
+            if s.kv_source is not None:
+                why = f"it reads layer {s.kv_source}'s keys and values"
+            elif s.k_eq_v:
+                why = "its values are its keys' projection (k_eq_v): one tensor"
             elif s.rope is not None and getattr(s.rope, "kind", "") == "dynamic":
                 why = "dynamic NTK turns keys by the sequence's length"
         else:
-            why = "a paged cache holds keys and values of softmax attention"
+            why = (
+                "a paged cache holds the keys and values of CausalSelfAttention "
+                "and AttentionSpec layers only"
+            )
         if why:
             raise TypeError(
                 f"block {i}'s layer ({type(layer).__name__}) cannot use a paged "
@@ -265,8 +270,13 @@ class PagedCache(ModelCache):
         self.tables[seq], self.tokens[seq] = list(table), prompt[:shared]
         return shared
 
+    def _check_known(self, seq) -> None:
+        if seq not in self.tables:
+            raise ValueError(f"sequence {seq!r} is not in the cache: add it first")
+
     def free(self, seq) -> None:
         """Forget a sequence: each of its blocks is released once."""
+        self._check_known(seq)
         for block in self.tables.pop(seq):
             self.pool.release(block)
         del self.tokens[seq]
@@ -274,6 +284,13 @@ class PagedCache(ModelCache):
     def truncate(self, seq, length: int) -> None:
         """Keep a sequence's first `length` positions; release the blocks
         past them (a rejected draft's, in speculative decoding)."""
+        self._check_known(seq)
+        written = len(self.tokens[seq])
+        if type(length) is not int or not 0 <= length <= written:
+            raise ValueError(
+                f"length ({length!r}) must be an int in [0, {written}]: the "
+                f"positions of sequence {seq!r} to keep"
+            )
         keep = self.blocks_needed(length)
         for block in self.tables[seq][keep:]:
             self.pool.release(block)
@@ -318,6 +335,10 @@ class PagedCache(ModelCache):
         """The next step: chunks [(seq, new token ids)], in order. Makes room
         for the new positions (all or nothing: if the pool is short, nothing
         changes) and returns the packed ids (1, N) to run."""
+        if not chunks:
+            raise ValueError("chunks is empty: a step reads at least one token")
+        for seq, _ in chunks:
+            self._check_known(seq)
         need = sum(self._cost(seq, len(new)) for seq, new in chunks)
         if need > len(self.pool.free):
             raise PoolFull(
