@@ -68,6 +68,7 @@ RECIPES = {  # the name of a committed model, or its prefix ("mqar-"), -> its re
     "speculative-target": Recipe(
         ("snippets/pages/char_gpt.py",), data=("data/guide-snapshot.txt",)
     ),
+    "speculative-draft": Recipe(("snippets/pages/char_gpt.py",), data=("data/guide-snapshot.txt",)),
     "mqar-": Recipe(("lab/recipes/mqar.py",)),
     "kv-heads-": Recipe(("lab/recipes/kv_heads_models.py",)),  # it imports lab/recipes/mqar.py
     "streaming-": Recipe(("lab/recipes/sink_models.py",)),
@@ -123,13 +124,17 @@ def trained_induction(
 SPECULATIVE_TARGET = CharGPTConfig(
     context_length=64, n_embed=128, n_layer=4, batch_size=32, steps=1500
 )
+# Its best draft there: the char GPT's own sizes at the target's context, trained long
+# enough to agree with the target on most tokens (the quick run's draft).
+SPECULATIVE_DRAFT = CharGPTConfig(context_length=64, steps=3000)
 
 
 def trained_char_gpt(
     config: CharGPTConfig | None = None, name: str = "char-gpt"
 ) -> tuple[GPT, CharTokenizer, list[float]]:
     """train_char_gpt(config) and its tokenizer, trained once per version; name: the
-    cache's name of the model ("speculative-target": SPECULATIVE_TARGET's)."""
+    cache's name of the model ("speculative-target", "speculative-draft": those of
+    SPECULATIVE_TARGET and SPECULATIVE_DRAFT)."""
     config = CharGPTConfig() if config is None else config
     char = CharTokenizer.from_text(guide_text())
 
@@ -171,6 +176,7 @@ def committed_runs() -> dict[str, object]:
         "induction": InductionConfig(),
         "char-gpt": CharGPTConfig(),
         "speculative-target": SPECULATIVE_TARGET,
+        "speculative-draft": SPECULATIVE_DRAFT,
     }
     for variant in kv_heads_models.CACHED:
         run = kv_heads_models.run_of(variant)
@@ -226,6 +232,7 @@ def commit_trained() -> list[Path]:
     trained_induction()
     trained_char_gpt()
     trained_char_gpt(SPECULATIVE_TARGET, "speculative-target")
+    trained_char_gpt(SPECULATIVE_DRAFT, "speculative-draft")
     runs = committed_runs()
     for name, run in runs.items():
         if name.startswith("mqar-"):
