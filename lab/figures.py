@@ -76,6 +76,9 @@ def committed_figures() -> dict[Path, object]:
 
     figures[attention_figures.ONE_HEAD_FIGURE] = attention_figures.one_head_figure
     figures[attention_figures.HEAD_SPLIT_FIGURE] = attention_figures.head_split_figure
+    from lab import serving
+
+    figures[serving.FIGURE] = lambda: serving.speculative_figure(load(serving.RESULT_FILE))
     return figures
 
 

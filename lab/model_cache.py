@@ -64,6 +64,11 @@ NOT_A_RECIPE = ("lab/model_cache.py", "lab/shared/fingerprint.py")
 RECIPES = {  # the name of a committed model, or its prefix ("mqar-"), -> its recipe
     "induction": Recipe(("snippets/pages/induction.py",)),
     "char-gpt": Recipe(("snippets/pages/char_gpt.py",), data=("data/guide-snapshot.txt",)),
+    # lab/serving.py's speculative target: char-gpt's recipe, a larger model
+    "speculative-target": Recipe(
+        ("snippets/pages/char_gpt.py",), data=("data/guide-snapshot.txt",)
+    ),
+    "speculative-draft": Recipe(("snippets/pages/char_gpt.py",), data=("data/guide-snapshot.txt",)),
     "mqar-": Recipe(("lab/recipes/mqar.py",)),
     "kv-heads-": Recipe(("lab/recipes/kv_heads_models.py",)),  # it imports lab/recipes/mqar.py
     "streaming-": Recipe(("lab/recipes/sink_models.py",)),
@@ -113,17 +118,30 @@ def trained_induction(
     return _cached("induction", config, AttentionOnly, train_induction)
 
 
+# The target of lab/serving.py's speculative decoding: the char GPT made larger (four
+# layers of width 128, twice the context) and trained longer, on the same text and
+# tokenizer, so that the committed char-gpt and its kind can draft for it.
+SPECULATIVE_TARGET = CharGPTConfig(
+    context_length=64, n_embed=128, n_layer=4, batch_size=32, steps=1500
+)
+# Its best draft there: the char GPT's own sizes at the target's context, trained long
+# enough to agree with the target on most tokens (the quick run's draft).
+SPECULATIVE_DRAFT = CharGPTConfig(context_length=64, steps=3000)
+
+
 def trained_char_gpt(
-    config: CharGPTConfig | None = None,
+    config: CharGPTConfig | None = None, name: str = "char-gpt"
 ) -> tuple[GPT, CharTokenizer, list[float]]:
-    """train_char_gpt(config) and its tokenizer, trained once per version."""
+    """train_char_gpt(config) and its tokenizer, trained once per version; name: the
+    cache's name of the model ("speculative-target", "speculative-draft": those of
+    SPECULATIVE_TARGET and SPECULATIVE_DRAFT)."""
     config = CharGPTConfig() if config is None else config
     char = CharTokenizer.from_text(guide_text())
 
     def build(c):
         return GPT(c.gpt_config(char.vocab_size))
 
-    model, losses = _cached("char-gpt", config, build, train_char_gpt)
+    model, losses = _cached(name, config, build, train_char_gpt)
     return model, char, losses
 
 
@@ -154,7 +172,12 @@ def trained_kv_heads(run: MqarRun) -> tuple[GPT, list[float]]:
 
 def committed_runs() -> dict[str, object]:
     """The models data/trained/ holds: each one's name in the cache -> its configuration."""
-    runs = {"induction": InductionConfig(), "char-gpt": CharGPTConfig()}
+    runs = {
+        "induction": InductionConfig(),
+        "char-gpt": CharGPTConfig(),
+        "speculative-target": SPECULATIVE_TARGET,
+        "speculative-draft": SPECULATIVE_DRAFT,
+    }
     for variant in kv_heads_models.CACHED:
         run = kv_heads_models.run_of(variant)
         runs[kv_heads_name(run)] = run
@@ -208,6 +231,8 @@ def commit_trained() -> list[Path]:
     replacing older ones of the same model."""
     trained_induction()
     trained_char_gpt()
+    trained_char_gpt(SPECULATIVE_TARGET, "speculative-target")
+    trained_char_gpt(SPECULATIVE_DRAFT, "speculative-draft")
     runs = committed_runs()
     for name, run in runs.items():
         if name.startswith("mqar-"):

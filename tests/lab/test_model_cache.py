@@ -51,6 +51,7 @@ def test_the_committed_models_are_this_codes():
     """Else every fresh clone trains them again (seconds of the build's chain): refresh them."""
     runs = models.committed_runs()
     assert {"induction", "char-gpt", "kv-heads-mqar-mha-seed0"} <= set(runs)
+    assert {"speculative-target", "speculative-draft"} <= set(runs)  # lab/serving.py's
     assert "kv-heads-mqar-n-kv-head-1-seed0" in runs
     assert {"mqar-mha-ssss-seed0", "mqar-mha-llll-seed0", "mqar-mha-llls-seed0"} <= set(runs)
     for name, config in runs.items():
@@ -76,7 +77,7 @@ def test_a_model_is_keyed_by_its_recipe_s_code_and_data(tmp_path, monkeypatch):
     assert before == all_keys()
     groups = {
         "induction": {"induction"},
-        "char-gpt": {"char-gpt"},
+        "char-gpt": {"char-gpt", "speculative-target", "speculative-draft"},  # one recipe
         "mqar": {n for n in before if n.startswith("mqar-")},
         "kv-heads": {n for n in before if n.startswith("kv-heads-")},
         "streaming": {n for n in before if n.startswith("streaming-")},
