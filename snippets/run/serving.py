@@ -213,7 +213,7 @@ class PagedCache(ModelCache):
     """A GPT's keys and values for many sequences, in blocks of one pool.
 
     A sequence is a key (any hashable). `tables[s]` are its blocks, in order:
-    position p sits in block tables[s][p // block_size] at row p % block_size.
+    position p sits in block `tables[s][p // block_size]` at row p % block_size.
     `tokens[s]` are the tokens whose keys and values are written. Before each
     forward pass, `plan` says which new tokens of which sequences it reads;
     `model(idx, cache=...)` then runs them as one packed row (1, N).
@@ -406,8 +406,8 @@ def _check_fits(model: GPT, length: int, name: str) -> None:
 @torch.no_grad()
 def generate_batch(
     model: GPT,
-    prompts,
-    max_new_tokens,
+    prompts: list,
+    max_new_tokens: int | list[int],
     *,
     block_size: int = 16,
     n_blocks: int | None = None,
@@ -580,7 +580,7 @@ def check_speculative(target, draft, prompt, max_new_tokens, k) -> list[int]:
 def speculative_generate(
     target: GPT,
     draft: GPT,
-    prompt,
+    prompt: torch.Tensor | list[int],
     max_new_tokens: int,
     k: int = 4,
     *,
