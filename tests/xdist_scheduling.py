@@ -171,15 +171,27 @@ class ByPageAndSite:
             node.shutdown()  # the worker finishes what it holds, then stops
 
 
+def browser_selected(markexpr: str) -> bool:
+    """Whether `-m markexpr` leaves the browser's tests in the run (`make test-fast` does not)."""
+    if not markexpr:
+        return True
+    from _pytest.mark.expression import Expression  # how pytest itself reads -m
+
+    return Expression.compile(markexpr).evaluate(lambda name, **kwargs: name == "browser")
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_auto_num_workers(config):
     """`-n auto`: one worker per core, and one more for the browser's unit, which spends much
     of its time waiting (for a page to draw, for the network to go quiet, at a reader's
-    scrolling pace) while the others can use the cores. pytest.ini's --maxprocesses caps it;
-    GUIDE_XDIST_WORKERS sets it."""
+    scrolling pace) while the others can use the cores. Without the browser (`-m "not
+    browser"`) no more workers than cores: each worker collects every test (about 10 s of CPU:
+    torch, transformers, mkdocs' config), and a third one on two cores only adds that.
+    pytest.ini's --maxprocesses caps it; GUIDE_XDIST_WORKERS sets it."""
     if os.environ.get("GUIDE_XDIST_WORKERS"):
         return int(os.environ["GUIDE_XDIST_WORKERS"])
-    return len(os.sched_getaffinity(0)) + 1
+    cores = len(os.sched_getaffinity(0))
+    return cores + 1 if browser_selected(config.option.markexpr) else cores
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -3,7 +3,9 @@ the built site starts first, and every test runs once."""
 
 from types import SimpleNamespace
 
-from tests.xdist_scheduling import SITE, ByPageAndSite, scope_of, start_order
+import pytest
+
+from tests.xdist_scheduling import SITE, ByPageAndSite, browser_selected, scope_of, start_order
 
 COLLECTION = [
     "docs/attention.md::line 1",
@@ -82,3 +84,17 @@ def test_every_test_runs_once_and_no_unit_is_split():
                 assert owner.setdefault(scope_of(nodeid), node) is node, nodeid
         assert nodes[0].sent[0] == "tests/pages/test_browser.py::test_pages"
         assert all(node.shutting_down for node in nodes)
+
+
+@pytest.mark.parametrize(
+    ("markexpr", "browser"),
+    [
+        ("", True),
+        ("not portability", True),
+        ("browser", True),
+        ("not browser and not portability", False),  # make test-fast
+        ("portability", False),
+    ],
+)
+def test_the_extra_worker_is_for_the_browser_only(markexpr, browser):
+    assert browser_selected(markexpr) is browser
