@@ -182,7 +182,10 @@ def test_the_git_dependent_parts_in_a_copy_without_git(tmp_path):
     feed), run in a copy of the tracked files with no .git, as a source archive gives them:
     no error, the first pages, no page counted as changed, and the report says so."""
     copy = tmp_path / "copy"
-    folders = ("docs", "snippets", "tests/browser", "lab/__init__.py", "lab/shared")
+    # tests/__init__.py too: else `tests` would be a namespace package in the copy, and the
+    # checkout's own (on the venv's path) would be imported instead of the copy's
+    folders = ("docs", "snippets", "tests/__init__.py", "tests/browser", "lab/__init__.py")
+    folders += ("lab/shared",)
     tracked = git("ls-files", *folders)
     if tracked is None:  # this checkout is such a copy already: its files
         found = [ROOT / f for f in folders if (ROOT / f).is_file()]
@@ -199,6 +202,7 @@ def test_the_git_dependent_parts_in_a_copy_without_git(tmp_path):
         "from pathlib import Path\n"
         "from tests.browser import tiers\n"
         "root = Path(sys.argv[1])\n"
+        "assert Path(tiers.__file__).is_relative_to(root), tiers.__file__\n"
         "key, history = tiers.rotation_key(root), tiers.history(root)\n"
         "print(key.number, history.changed)\n"
         "pages = sorted({'/' + p.relative_to(root / 'docs').with_suffix('').as_posix() + '/'\n"
