@@ -1,7 +1,7 @@
 # The commands of the README. Each creates the virtual environment on first use.
 #   make serve      preview the site at http://127.0.0.1:8000 (rebuilds when docs/, snippets/ or lab/ change)
 #   make test-page  one page: its blocks, its download, its browser checks (PAGE=docs/x.md)
-#   make test-fast  every test but the portability reruns and the browser (about 3 minutes on 2 cores)
+#   make test-fast  every test but the portability reruns and the browser (about 2½ minutes on 2 quiet cores)
 #   make build      the strict build into site/, as CI's deploy runs it
 #   make test       the whole test suite: what CI runs
 

@@ -12,6 +12,11 @@ first, the built site's others after the long ones (by then the build is done), 
 unit starts last while the other worker idles. Every other test runs at a lower CPU priority
 (and so do the processes it starts): it takes the CPU only when the browser's unit leaves it.
 
+Without the browser (`make test-fast`, a worker per core) the largest unit of the built site
+starts first and builds it; the built site's other units wait in the queue until its first
+test is done (the build with it), so that no worker sits on the build's lock while other
+work is left.
+
 The scheduler implements xdist's public `Scheduling` protocol (xdist.scheduler.protocol),
 handed over through the `pytest_xdist_make_scheduler` hook, rather than overriding a private
 method of one of xdist's own schedulers. (`--dist loadgroup` cannot group: with pytest 9.2 it
@@ -40,10 +45,11 @@ USE_THE_BUILT_SITE = {
     "tests/pages/test_attention_explorer.py",
     "tests/pages/test_downloads.py",
     "tests/pages/test_take_away.py",
+    "tests/pages/test_results.py",
 }
 ONE_PER_WORKER = {"tests/pages/test_portability.py"}
 # Known long units, started right after the built site (each runs every page in a new process).
-LONG_FIRST = ("tests/pages/test_portability.py",)
+LONG_FIRST = ("tests/pages/test_portability.py", "tests/pages/test_downloads.py")
 
 
 def scope_of(nodeid: str) -> str:
@@ -84,6 +90,9 @@ class ByPageAndSite:
         self.pending: dict = {}  # node -> indices (into its collection) sent but not done
         self.queue: list[list[str]] = []  # units not yet sent, in start order
         self.collection: list[str] | None = None
+        # Without the browser's unit: the first test of the unit that builds the site, until
+        # it is done (None: no unit waits for the build).
+        self.building: str | None = None
 
     @property
     def nodes(self) -> list:
@@ -114,6 +123,11 @@ class ByPageAndSite:
 
     def mark_test_complete(self, node, item_index: int, duration: float = 0) -> None:
         self.pending[node].remove(item_index)
+        if self.building == self.collections[node][item_index]:
+            self.building = None  # the site is built: its other units may go
+            for other in self.nodes:
+                if other is not node:
+                    self._feed(other)
         self._feed(node)
 
     def mark_test_pending(self, item: str):
@@ -149,7 +163,14 @@ class ByPageAndSite:
         units: dict[str, list[str]] = {}
         for nodeid in self.collection:
             units.setdefault(scope_of(nodeid), []).append(nodeid)
-        self.queue = [units[scope] for scope in start_order(units)]
+        order = start_order(units)
+        if SITE not in units:  # the largest unit of the built site builds it, first
+            builders = [scope for scope in order if scope in USE_THE_BUILT_SITE]
+            if builders:
+                order.remove(builders[0])
+                order.insert(0, builders[0])
+                self.building = units[builders[0]][0]
+        self.queue = [units[scope] for scope in order]
         for node in self.nodes[len(self.queue) :]:  # more workers than units
             self.pending.pop(node)
             node.shutdown()
@@ -162,7 +183,7 @@ class ByPageAndSite:
         if node.shutting_down:
             return
         while len(self.pending[node]) < 2 and self.queue:
-            unit = self.queue.pop(0)
+            unit = self.queue.pop(self._next())
             position = {nodeid: i for i, nodeid in enumerate(self.collections[node])}
             indices = [position[nodeid] for nodeid in unit]
             self.pending[node].extend(indices)
@@ -170,16 +191,38 @@ class ByPageAndSite:
         if not self.queue:
             node.shutdown()  # the worker finishes what it holds, then stops
 
+    def _next(self) -> int:
+        """The queue's first unit, passing over those of the built site while it is being
+        built (unless nothing else is left: then waiting on the build is all there is)."""
+        if self.building is None:
+            return 0
+        for i, unit in enumerate(self.queue):
+            if unit[0] == self.building or scope_of(unit[0]) not in USE_THE_BUILT_SITE:
+                return i
+        return 0
+
+
+def browser_selected(markexpr: str) -> bool:
+    """Whether `-m markexpr` leaves the browser's tests in the run (`make test-fast` does not)."""
+    if not markexpr:
+        return True
+    from _pytest.mark.expression import Expression  # how pytest itself reads -m
+
+    return Expression.compile(markexpr).evaluate(lambda name, **kwargs: name == "browser")
+
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_auto_num_workers(config):
     """`-n auto`: one worker per core, and one more for the browser's unit, which spends much
     of its time waiting (for a page to draw, for the network to go quiet, at a reader's
-    scrolling pace) while the others can use the cores. pytest.ini's --maxprocesses caps it;
-    GUIDE_XDIST_WORKERS sets it."""
+    scrolling pace) while the others can use the cores. Without the browser (`-m "not
+    browser"`) no more workers than cores: each worker collects every test (about 10 s of CPU:
+    torch, transformers, mkdocs' config), and a third one on two cores only adds that.
+    pytest.ini's --maxprocesses caps it; GUIDE_XDIST_WORKERS sets it."""
     if os.environ.get("GUIDE_XDIST_WORKERS"):
         return int(os.environ["GUIDE_XDIST_WORKERS"])
-    return len(os.sched_getaffinity(0)) + 1
+    cores = len(os.sched_getaffinity(0))
+    return cores + 1 if browser_selected(config.option.markexpr) else cores
 
 
 @pytest.hookimpl(optionalhook=True)

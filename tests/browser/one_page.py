@@ -10,7 +10,7 @@ Three things run side by side, and each says what it found:
   would stop on them),
   then its "Run this page" script run from an empty folder by tests/pages/run_downloads.py
   with the venv's Python on one thread (the suite runs it against the wheel, in a throw-away
-  environment, on torch's default threads),
+  environment: on one thread too, or under the portability run's setting in `make test`),
   each cell's print compared with the notebook's stored output;
 - the built page in chromium with every check of tests/pages/test_browser.py's inspect_page,
   served over a whole build of the site, so its links reach the other pages: `site/` when
@@ -305,7 +305,7 @@ def check_download(built: Path, name: str) -> list[str]:
                 cwd=fresh,
                 capture_output=True,
                 text=True,
-                # One thread, as the blocks run (the suite runs it on torch's default threads).
+                # One thread, as the blocks run (and as tests/pages/test_downloads.py does).
                 env={**ENV, "OMP_NUM_THREADS": "1", "OMP_WAIT_POLICY": "PASSIVE"},
             )
         finally:

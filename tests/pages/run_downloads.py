@@ -54,6 +54,11 @@ def main() -> None:
 
     results["snippets"] = snippets.__file__
     results["sys_path"] = sys.path
+    torch = sys.modules["torch"]  # the scripts imported it: what it ran with
+    results["torch"] = (
+        f"CPU capability {torch.backends.cpu.get_cpu_capability()}, "
+        f"{torch.get_num_threads()} threads"
+    )
     with open(out, "w", encoding="utf-8") as f:
         json.dump(results, f)
 

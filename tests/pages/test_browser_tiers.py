@@ -87,16 +87,29 @@ def test_without_git_or_variable_the_first_pages(tmp_path, monkeypatch):
     assert plan.full["/reference/a/"] == source
 
 
-def git(*args: str) -> str:
-    return subprocess.run(
-        ["git", *args], cwd=ROOT, capture_output=True, text=True, check=True
-    ).stdout.strip()
+def git(*args: str) -> str | None:
+    """git's output in the checkout; None in a copy of the files without .git (a source
+    archive's), or without git: the suite runs there too, and these tests check its
+    fallback there."""
+    try:
+        proc = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True)
+    except FileNotFoundError:
+        return None
+    if proc.returncode != 0 and "not a git repository" in proc.stderr:
+        return None
+    proc.check_returncode()  # any other error of git's is one
+    return proc.stdout.strip()
 
 
 def test_the_rotation_number_is_the_commit_count_unless_the_variable_says(monkeypatch):
     monkeypatch.delenv(tiers.ROTATION_ENV, raising=False)
     head = git("rev-parse", "HEAD")
-    if git("rev-parse", "--is-shallow-repository") == "true":
+    if head is None:  # no .git: the first pages, said so
+        assert tiers.rotation_key(ROOT) == (
+            None,
+            f"no git commit here and no {tiers.ROTATION_ENV}: the first pages",
+        )
+    elif git("rev-parse", "--is-shallow-repository") == "true":
         assert tiers.rotation_key(ROOT).number == int(head, 16)
     else:
         count = int(git("rev-list", "--count", "--first-parent", "HEAD"))
@@ -111,6 +124,9 @@ def test_the_rotation_number_is_the_commit_count_unless_the_variable_says(monkey
 def test_the_history_is_the_last_ten_first_parent_commits():
     log = git("log", "--first-parent", "-m", "-n10", "--name-only", "--format=")
     changed = tiers.history(ROOT).changed
+    if log is None:  # no .git: no page counts as changed
+        assert changed is None
+        return
     assert changed == {line for line in log.splitlines() if line}
     assert changed, "ten commits changed nothing?"
 
@@ -166,7 +182,17 @@ def test_the_git_dependent_parts_in_a_copy_without_git(tmp_path):
     feed), run in a copy of the tracked files with no .git, as a source archive gives them:
     no error, the first pages, no page counted as changed, and the report says so."""
     copy = tmp_path / "copy"
-    tracked = git("ls-files", "docs", "snippets", "tests/browser", "lab/__init__.py", "lab/shared")
+    # tests/__init__.py too: else `tests` would be a namespace package in the copy, and the
+    # checkout's own (on the venv's path) would be imported instead of the copy's
+    folders = ("docs", "snippets", "tests/__init__.py", "tests/browser", "lab/__init__.py")
+    folders += ("lab/shared",)
+    tracked = git("ls-files", *folders)
+    if tracked is None:  # this checkout is such a copy already: its files
+        found = [ROOT / f for f in folders if (ROOT / f).is_file()]
+        found += [p for f in folders for p in (ROOT / f).rglob("*") if p.is_file()]
+        tracked = "\n".join(
+            p.relative_to(ROOT).as_posix() for p in found if "__pycache__" not in p.parts
+        )
     for name in tracked.splitlines():
         target = copy / name
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -176,6 +202,7 @@ def test_the_git_dependent_parts_in_a_copy_without_git(tmp_path):
         "from pathlib import Path\n"
         "from tests.browser import tiers\n"
         "root = Path(sys.argv[1])\n"
+        "assert Path(tiers.__file__).is_relative_to(root), tiers.__file__\n"
         "key, history = tiers.rotation_key(root), tiers.history(root)\n"
         "print(key.number, history.changed)\n"
         "pages = sorted({'/' + p.relative_to(root / 'docs').with_suffix('').as_posix() + '/'\n"

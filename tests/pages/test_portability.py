@@ -12,7 +12,8 @@ settings change that:
   by the repository's conftest.py).
 
 The settings are read when torch is imported, so each run needs a fresh `python -m pytest
-docs`, about 25 s of CPU and, beside the browser, over 100 s of wall time. Until issue 48 the
+docs`: every page under the combined setting below takes about 57 s of CPU on 2 cores (the
+downloads carry 22 of the 32 pages with code: see the end of this text). Until issue 48 the
 four were applied in two runs, two settings each (the AVX2 kernels with the old MKL/oneDNN
 instruction sets, the plain kernels on two threads). Now one run applies three at once (the
 plain kernels, the old MKL/oneDNN instruction sets, two threads), and the AVX2 kernels are left
@@ -28,20 +29,31 @@ was made: see the commit.)
 What combining loses is the attribution (which of the settings it was): the failure message
 gives it back by hand, one command per setting, each applying that setting alone to the
 failing pages.
+
+The pages' downloads (tests/pages/test_downloads.py) run most pages' blocks once more, in a
+fresh process outside the checkout. When a session runs both (`make test`), that process runs
+under the combined setting, its cells are checked against the pages' Output blocks there, and
+the rerun here takes only the pages a download does not run whole (a block left out of it, a
+shell block): each page's blocks run once under the setting, not twice (issue 48). A session
+without the downloads' check (`-m portability`) reruns every page here.
 """
 
 import contextlib
 import io
+import json
 import os
 import re
 import shlex
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
 
+from hooks import page_downloads
+from hooks.page_parser import markdown_snippet_expander, parse_page
 from lab.shared.common import ROOT
 
 SETTINGS = {
@@ -89,6 +101,42 @@ def run_env(run: str) -> dict[str, str]:
     return {**env, **inductor_cache(run)}
 
 
+DOWNLOADS_CHECK = "tests/pages/test_downloads.py::test_downloads_print_what_their_pages_show"
+COMBINED_CHECK = f"tests/pages/test_portability.py::test_pages_hold_under[{COMBINED}]"
+
+
+def downloads_carry_the_combined_run(session: pytest.Session) -> bool:
+    """Whether this session runs both the downloads' check and the combined rerun: then the
+    downloads run under the combined setting, and the rerun skips the pages they run whole."""
+    ids = {item.nodeid for item in session.items}
+    return DOWNLOADS_CHECK in ids and COMBINED_CHECK in ids
+
+
+def download_env(run: str) -> dict[str, str]:
+    """The run's settings for a download, which is a script, not the suite: torch's thread
+    count through OMP_NUM_THREADS (GUIDE_TORCH_THREADS is read by the suite's conftest.py)."""
+    env = run_env(run)
+    threads = env.pop("GUIDE_TORCH_THREADS", None)
+    return {**env, "OMP_NUM_THREADS": threads} if threads else env
+
+
+def pages_the_downloads_run_whole(root=ROOT) -> list[str]:
+    """The pages (docs/x.md) whose every block their download runs: no shell block, and no
+    python block left out of it but those the page itself skips (hooks/page_downloads.py's
+    plan, which the build's downloads are made by)."""
+    expand = markdown_snippet_expander(root / "mkdocs.yml")
+    whole = []
+    for page in sorted((root / "docs").rglob("*.md")):
+        blocks = parse_page(page, root, expand)
+        runs = [b for b in blocks if b.kind and not b.skip]
+        if not runs or any(b.kind != "python" for b in runs):
+            continue
+        _, cells = page_downloads.plan(blocks)
+        if not any(c.left_out and not c.block.skip for c in cells):
+            whole.append(page.relative_to(root).as_posix())
+    return whole
+
+
 def run_pages(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
     """Run the pages' blocks in a fresh process with `env` added to this one's environment."""
     return subprocess.run(
@@ -119,21 +167,25 @@ def assignments(env: dict[str, str]) -> str:
     return " ".join(f"{k}={shlex.quote(v.removeprefix(root))}" for k, v in env.items())
 
 
+def by_hand(run: str, pages: str) -> str:
+    """One command per setting of the run, each applying that setting alone to ``pages``."""
+    return "\n".join(
+        f"  {setting}: {assignments({**SETTINGS[setting], **inductor_cache(setting)})} "
+        f".venv/bin/python -m pytest {pages} -n 0"
+        for setting in {**RUNS, **OLD_RUNS}[run]
+    )
+
+
 def explain(run: str, proc: subprocess.CompletedProcess) -> str:
     """The failure: the run's settings, the blocks that failed, and one command per setting
     that applies it alone, to find which of the run's settings breaks them."""
     failed, settings = failures(proc), {**RUNS, **OLD_RUNS}[run]
     where = ", ".join(failed) or "no block named: see the output"
     pages = " ".join(sorted({f.rsplit(":", 1)[0] for f in failed})) or "docs"
-    alone = "\n".join(
-        f"  {setting}: {assignments({**SETTINGS[setting], **inductor_cache(setting)})} "
-        f".venv/bin/python -m pytest {pages} -n 0"
-        for setting in settings
-    )
     return (
         f"under the settings {run!r} together ({assignments(run_env(run))}), the pages' blocks "
         f"fail at {where}.\nThe run applies {len(settings)} settings at once; to find "
-        f"which one breaks them, rerun with each alone, by hand:\n{alone}\n"
+        f"which one breaks them, rerun with each alone, by hand:\n{by_hand(run, pages)}\n"
         f"--- stdout (from the first failure) ---\n{first_failure(proc.stdout)[:8000]}\n"
         f"--- stderr (end) ---\n{proc.stderr[-2000:]}"
     )
@@ -149,9 +201,13 @@ def test_the_run_applies_every_setting_once_but_the_avx2_kernels():
 
 @pytest.mark.portability
 @pytest.mark.parametrize("run", RUNS)
-def test_pages_hold_under(run):
+def test_pages_hold_under(run, request):
     # contributing.md's one running block is a pytest run of attention.md, already run here.
-    proc = run_pages(run_env(run), "docs", "--ignore", "docs/contributing.md")
+    ignored = ["docs/contributing.md"]
+    if run == COMBINED and downloads_carry_the_combined_run(request.session):
+        ignored += pages_the_downloads_run_whole()  # their downloads run under it instead
+    args = [arg for page in ignored for arg in ("--ignore", page)]
+    proc = run_pages(run_env(run), "docs", *args)
     assert EXPECTED_HEADER[run] in proc.stdout, (
         f"the settings {run!r} did not take effect: {proc.stdout[:600]}"
     )
@@ -243,6 +299,41 @@ def test_every_planted_noise_level_output_fails_under_the_combined_setting():
     assert "  plain-kernels: ATEN_CPU_CAPABILITY=default TORCHINDUCTOR_CACHE_DIR=" in message
     assert "  old-mkl-onednn: MKL_ENABLE_INSTRUCTIONS=SSE4_2 ONEDNN_MAX_CPU_ISA=SSE41" in message
     assert "GUIDE_TORCH_THREADS=2 OMP_WAIT_POLICY=PASSIVE TORCHINDUCTOR_CACHE_DIR=" in message
+
+
+def test_every_planted_noise_level_output_fails_in_a_download_under_the_combined_setting(
+    tmp_path,
+):
+    """The downloads carry the combined run for the pages they run whole (see the top): in
+    their runner (tests/pages/run_downloads.py), under download_env(COMBINED), each planted
+    noise-level output prints other than this process prints it, and the runner reports the
+    setting. (tests/pages/test_downloads.py compares each cell with its page's Output.)"""
+    script = tmp_path / "planted.py"
+    script.write_text(
+        "".join(
+            f"# %% docs/planted-{name}.md:3\nimport torch\n\ntorch.manual_seed(0)\n{code}\n"
+            for name, code in NOISE.items()
+        )
+    )
+    out = tmp_path / "ran.json"
+    runner = Path(__file__).with_name("run_downloads.py")
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), **download_env(COMBINED)}
+    proc = subprocess.run(
+        [sys.executable, runner, out, script.name],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr
+    ran = json.loads(out.read_text())
+    assert EXPECTED_HEADER[COMBINED] in ran["torch"], ran["torch"]
+    cells = ran["scripts"][script.name]
+    assert [c["where"] for c in cells] == [f"docs/planted-{name}.md:3" for name in NOISE]
+    for name, cell in zip(NOISE, cells, strict=True):
+        assert cell["error"] is None, cell
+        assert cell["printed"].strip() != printed_here(NOISE[name]), name
 
 
 if __name__ == "__main__":  # the planted outputs under one of the runs, old or new, by hand

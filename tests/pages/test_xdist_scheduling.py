@@ -3,7 +3,9 @@ the built site starts first, and every test runs once."""
 
 from types import SimpleNamespace
 
-from tests.xdist_scheduling import SITE, ByPageAndSite, scope_of, start_order
+import pytest
+
+from tests.xdist_scheduling import SITE, ByPageAndSite, browser_selected, scope_of, start_order
 
 COLLECTION = [
     "docs/attention.md::line 1",
@@ -82,3 +84,61 @@ def test_every_test_runs_once_and_no_unit_is_split():
                 assert owner.setdefault(scope_of(nodeid), node) is node, nodeid
         assert nodes[0].sent[0] == "tests/pages/test_browser.py::test_pages"
         assert all(node.shutting_down for node in nodes)
+
+
+@pytest.mark.parametrize(
+    ("markexpr", "browser"),
+    [
+        ("", True),
+        ("not portability", True),
+        ("browser", True),
+        ("not browser and not portability", False),  # make test-fast
+        ("portability", False),
+    ],
+)
+def test_the_extra_worker_is_for_the_browser_only(markexpr, browser):
+    assert browser_selected(markexpr) is browser
+
+
+FAST = [  # make test-fast's kind of run: no browser
+    "tests/snippets/core/test_model.py::test_a",
+    "tests/pages/test_take_away.py::test_a",
+    "tests/pages/test_site.py::test_build",
+    "tests/pages/test_site.py::test_b",
+    "tests/pages/test_site.py::test_c",
+    "tests/snippets/core/test_model.py::test_b",
+    "docs/attention.md::line 1",
+]
+
+
+def fast_run(build_done_after: int) -> dict[str, list[str]]:
+    """FAST on two workers; gw1 finishes its tests one by one, and the build's first test
+    (gw0's) is done after gw1 has finished ``build_done_after`` of them."""
+    sched = ByPageAndSite(2)
+    sent: dict[str, list[str]] = {}
+
+    class FastWorker(Worker):
+        def send_runtest_some(self, indices):
+            sent.setdefault(self.gateway.id, []).extend(FAST[i] for i in indices)
+
+    gw0, gw1 = FastWorker("gw0"), FastWorker("gw1")
+    for node in (gw0, gw1):
+        sched.add_node(node)
+        sched.add_node_collection(node, FAST)
+    sched.schedule()
+    finished = 0
+    while sched.pending[gw1]:
+        if finished == build_done_after:
+            sched.mark_test_complete(gw0, FAST.index("tests/pages/test_site.py::test_build"))
+        sched.mark_test_complete(gw1, sched.pending[gw1][0])
+        finished += 1
+    return sent
+
+
+def test_without_the_browser_one_unit_builds_the_site_and_the_others_wait_for_it():
+    take_away = "tests/pages/test_take_away.py::test_a"
+    late = fast_run(build_done_after=99)  # the build outlasts every other unit
+    assert late["gw0"][0] == "tests/pages/test_site.py::test_build"  # the largest: it builds
+    assert late["gw1"][-1] == take_away  # the site's other unit: last, when nothing else is
+    early = fast_run(build_done_after=0)  # built at once: the queue's order
+    assert early["gw1"].index(take_away) < early["gw1"].index("docs/attention.md::line 1")
