@@ -28,7 +28,7 @@ from snippets.pages.grading import (
     tensor,
 )
 from snippets.run.generate import next_token_probs
-from snippets.run.serving import block_slots
+from snippets.run.paged import block_slots
 
 __all__ = ["EXERCISES", "Verdict", "check"]
 
@@ -57,9 +57,8 @@ EXERCISES = {
     "keys and values, attend from the new queries: (out, k_all, v_all)",
     "topk_mask": "topk_mask(scores, top_k): (B, T, T) bool, True at each query's "
     "top_k highest-scoring earlier keys",
-    "block_slots": "block_slots(table, positions, block_size): (n,) the rows of "
-    "a paged cache's storage that hold a sequence's positions, through its "
-    "block table",
+    "block_slots": "block_slots(table, positions, block_size): (n,) the storage "
+    "rows of a sequence's positions in a paged cache, through its block table",
 }
 
 
@@ -87,9 +86,7 @@ def _sdpa(answer) -> str | None:
     q, k, v = qkv(0, 3, 5)  # 3 queries, 5 keys: rows and columns differ
     out = run(answer, q, k, v)
     if not isinstance(out, tuple) or len(out) != 2:
-        return (
-            "return two things, (out, weights): the weighted values and the weights"
-        )
+        return "return two things, (out, weights): the weighted values, the weights"
     out, w = out
     w = tensor(w, (2, 2, 3, 5), "the weights (B, H, T_q, T_k)")
     out = tensor(out, (2, 2, 3, 8), "out (B, H, T_q, D_v)")
@@ -122,9 +119,8 @@ def _sdpa(answer) -> str | None:
         )
     if bool((hidden != 0).any()):
         return (
-            "masked keys still get weight: fill their "
-            "scores with -inf before softmax "
-            "(a score of 0 is not hidden)"
+            "masked keys still get weight: fill their scores with -inf before "
+            "softmax (a score of 0 is not hidden)"
         )
     if not close(w.sum(-1), torch.ones(2, 2, 4)):
         return "rows sum to less than 1: mask the scores before softmax, not after"
@@ -438,44 +434,30 @@ def _topk_mask(answer) -> str | None:
 
 def _block_slots(answer) -> str | None:
     table = torch.tensor([7, 2, 5, 0])  # a sequence's blocks, in order
-    for block_size, n in ((4, 14), (3, 10)):
-        positions = torch.arange(n).flip(0)  # any order: n - 1 .. 0
-        what = f"block_slots(table, positions ({n},), {block_size})"
-        out = tensor(run(answer, table, positions, block_size), (n,), what)
+    for bs, n in ((4, 14), (3, 10)):
+        p = torch.arange(n).flip(0)  # positions in any order: n - 1 .. 0
+        out = tensor(run(answer, table, p, bs), (n,), f"block_slots(..., {bs})")
+        want = block_slots(table, p, bs)
         if out.is_floating_point():
-            return f"{what} should hold integer rows, got {out.dtype}"
-        want = block_slots(table, positions, block_size)
-        if torch.equal(out, want):
-            continue
-        wrong = (out != want).nonzero()[0, 0]
-        p, row = int(positions[wrong]), int(want[wrong])
-        entry, offset = p // block_size, p % block_size
-        block = int(table[entry])
-        if torch.equal(out, positions):
-            return (
-                f"position {p} is not row {p}: the cache is paged, its block is "
-                f"the table's entry {entry}, block {block}"
-            )
-        swapped = (
-            table[positions % block_size] * block_size + positions // block_size
-        )
-        if torch.equal(out, swapped):
-            return (
-                f"position {p} sits in the table's entry p // block_size = "
-                f"{entry}, at p % block_size = {offset} inside that block"
-            )
-        if torch.equal(
-            out, table[positions // block_size] + positions % block_size
-        ):
-            return (
-                f"block {block}'s rows start at {block} * block_size = "
-                f"{block * block_size}, not at {block}"
-            )
-        if torch.equal(out - want, torch.ones_like(want)):
-            return "a block's first position is its row 0: every row is one too far"
-        return (
-            f"position {p} should be row {row}: block {block}, row {offset} in it"
-        )
+            return f"block_slots should return integer rows, got {out.dtype}"
+        wrong = (out != want).nonzero()[:1, 0]  # the first wrong position
+        if wrong.numel():
+            at, row = int(p[wrong]), int(want[wrong])
+            e, b = at // bs, int(table[at // bs])  # its entry in the table, block
+            # fmt: off
+            for mistake, message in [  # a learner's answer, and what to say
+                (p, f"the cache is paged: position {at} is in entry {e}, "
+                    f"block {b}"),
+                (table[p % bs] * bs + p // bs, f"position {at} sits in the table's "
+                    f"entry p // block_size = {e}, at p % block_size = {at % bs}"),
+                (table[p // bs] + p % bs, f"block {b}'s rows start at {b} * "
+                    f"block_size = {b * bs}, not at {b}"),
+                (want + 1, "a block's first position is its row 0: one too far"),
+            ]:
+                if torch.equal(out, mistake):
+                    return message
+            # fmt: on
+            return f"position {at} should be row {row}: block {b}, row {at % bs}"
     return None
 
 

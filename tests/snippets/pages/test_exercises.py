@@ -21,7 +21,7 @@ from snippets.layers.sparse_attention import topk_mask
 from snippets.layers.taming import sink_softmax
 from snippets.pages.exercises import EXERCISES, check
 from snippets.run.generate import next_token_probs
-from snippets.run.serving import block_slots
+from snippets.run.paged import block_slots
 
 
 def split_heads(x, n_head):  # the guide's layout, as CausalSelfAttention splits q, k, v
