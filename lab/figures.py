@@ -22,7 +22,7 @@ from lab import (
     taming_softmax,
     train,
 )
-from lab.parts import attention_cost_tables
+from lab.parts import attention_cost_tables, serving_page
 from lab.shared.paths import RESULTS_DIR, ROOT, TRAINING_RESULTS
 from lab.shared.style import save_svg
 from snippets.run.train import TrainConfig
@@ -76,9 +76,9 @@ def committed_figures() -> dict[Path, object]:
 
     figures[attention_figures.ONE_HEAD_FIGURE] = attention_figures.one_head_figure
     figures[attention_figures.HEAD_SPLIT_FIGURE] = attention_figures.head_split_figure
-    from lab import serving
-
-    figures[serving.FIGURE] = lambda: serving.speculative_figure(load(serving.RESULT_FILE))
+    figures[serving_page.FIGURE] = lambda: serving_page.speculative_figure(
+        load(serving_page.RESULT_FILE)
+    )
     return figures
 
 

@@ -1,6 +1,6 @@
-"""Tests for lab/serving.py: the quick run shows each effect's sign; the committed result
-is the full run of this code's settings, its numbers consistent with one another; the page's
-tables are the file's."""
+"""Tests for lab/serving.py and lab/parts/serving_page.py: the quick run shows each effect's
+sign; the committed result is the full run of this code's settings, its numbers consistent
+with one another; the page's tables are the file's."""
 
 import dataclasses
 import json
@@ -9,12 +9,13 @@ import statistics
 import pytest
 
 from lab import model_cache, serving
+from lab.parts import serving_page
 from snippets.run.corpus import guide_text
 from snippets.run.tokenizer import CharTokenizer
 
 
 def committed() -> dict:
-    return json.loads(serving.RESULT_FILE.read_text(encoding="utf-8"))
+    return json.loads(serving_page.RESULT_FILE.read_text(encoding="utf-8"))
 
 
 def check_signs(data: dict, high_acceptance: float) -> None:
@@ -50,11 +51,11 @@ def check_signs(data: dict, high_acceptance: float) -> None:
 
 def test_quick_run_shows_each_effects_sign(tmp_path, capsys):
     assert serving.main(["--quick", "--out", str(tmp_path)]) == 0
-    data = json.loads((tmp_path / serving.RESULT_FILE.name).read_text())
+    data = json.loads((tmp_path / serving_page.RESULT_FILE.name).read_text())
     assert data["settings"] == serving.QUICK
     assert [r["draft"] for r in data["speculative"]["rows"]] == [f"{serving.DRAFT.steps} steps"]
     check_signs(data, high_acceptance=0.5)
-    assert (tmp_path / serving.FIGURE.name).read_text().startswith("<?xml")
+    assert (tmp_path / serving_page.FIGURE.name).read_text().startswith("<?xml")
     out = capsys.readouterr().out
     assert "paged/contig." in out and "speed-up" in out
 
@@ -128,18 +129,18 @@ def test_committed_timings_are_their_medians():
 
 def test_the_page_results_are_the_files():
     data = committed()
-    memory = serving.memory_result()
+    memory = serving_page.memory_result()
     run = data["memory"]["workloads"]["shared prefix"]["runs"][0]
     assert f"| {run['peak_blocks']} |" in memory and "How this was measured" in memory
-    throughput = serving.throughput_result()
+    throughput = serving_page.throughput_result()
     row = data["throughput"]["seeds"][-1]
     assert f"{row['continuous']['tokens_per_second']:.0f}" in throughput
-    attention = serving.attention_result()
+    attention = serving_page.attention_result()
     assert f"{data['attention']['rows'][-1]['ratio']:.2f}" in attention
-    speculative = serving.speculative_result()
+    speculative = serving_page.speculative_result()
     best = max(data["speculative"]["rows"], key=lambda r: r["speedup"])
     assert f"| {best['k']} | {best['acceptance']:.2f} |" in speculative
-    v = serving.values()
+    v = serving_page.values()
     assert v["best_speedup"] == f"{best['speedup']:.2f}" and v["best_k"] == str(best["k"])
     lo, hi = data["throughput"]["speedup_range"]
     assert (v["continuous_low"], v["continuous_high"]) == (f"{lo:.2f}", f"{hi:.2f}")
