@@ -49,7 +49,8 @@ from snippets.core.cache import ModelCache
 from snippets.pages.char_gpt import CharGPTConfig, train_char_gpt
 from snippets.run.corpus import guide_text
 from snippets.run.generate import generate
-from snippets.run.serving import PagedCache, generate_batch, speculative_generate
+from snippets.run.paged import PagedCache
+from snippets.run.serving import generate_batch, speculative_generate
 
 SCHEMA = "attention-guide/serving/1"
 TARGET = model_cache.SPECULATIVE_TARGET
