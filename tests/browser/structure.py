@@ -45,14 +45,20 @@ def check_diagram_boxes(page) -> list[str]:
 
 
 def check_table_columns(page) -> list[str]:
-    """Every API table (mkdocstrings' Parameters, Returns, ...) has its columns fixed by its
-    header: they sit where they sit with all its rows, with only its first one, and before
-    Material's script wraps the table. Otherwise the columns re-lay as a slow page arrives,
-    and everything in the table moves (extra.css fixes their widths at desktop width)."""
+    """Every API table (mkdocstrings' Parameters, Returns, ...) and every table that starts on
+    the first screen has its columns fixed by its header: they sit where they sit with all its
+    rows, with only its first one, and before Material's script wraps the table. Otherwise the
+    columns re-lay as a slow page arrives, and everything in the table moves: a layout shift
+    that a load sent at once shows only when the browser happens to paint mid-table (the
+    reference index's 0.131 in one run of three on a busy machine, issue 48), but that this
+    check finds on every load (extra.css fixes such tables' widths at desktop width)."""
     return [
-        f"API table {' | '.join(t['header'])} under #{t['where']}: its columns start at "
+        f"{'API table' if t['api'] else 'first-screen table'} {' | '.join(t['header'])} "
+        f"under #{t['where']}: its columns start at "
         f"{t['all']} px with its {t['rows']} rows, {t['first']} with only the first, "
         f"{t['unwrapped']} before Material wraps it: they re-lay as the page arrives "
-        "(a layout shift on a busy CPU; extra.css fixes the API tables' column widths)"
+        "(a layout shift on a busy CPU): fix its column widths at desktop width in extra.css, "
+        "as for the API tables or, for a page's table, a <div class=... markdown> around it "
+        "as .letter-table on conventions.md"
         for t in page.evaluate(js("table-columns"))
     ]

@@ -55,7 +55,7 @@ CHEAP = (
     "check_diagrams",  # every Mermaid fence drawn (a DOM count: no cost on a page without one)
     "check_phone_overflow",  # no sideways scroll at 390 px
     "check_desktop_code_fit",  # no code or output block scrolls sideways at 1280 px
-    "check_table_columns",  # an API table's columns do not follow its rows (no re-layout)
+    "check_table_columns",  # API and first-screen tables: columns do not follow rows
 )
 EXPENSIVE = (
     "check_formula_sizes",
