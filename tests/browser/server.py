@@ -27,8 +27,9 @@ CHROMIUM_ARGS = [
 
 # The pace a page's HTML is sent at (_Handler.copyfile): at once unless GUIDE_TRICKLE_S (or a
 # test) sets a pause. 16 kB every 0.15 s made the reference index without its table rule shift
-# by 0.165 on 3 loads of 3 (at once: 0 of 3), but costs about a second a page: the suite's
-# visit of every page does not use it, tests/pages/test_browser_planted.py's shift test does.
+# by 0.165 on 3 loads of 3 (at once: 0 of 3), but costs about a second a page and depends on
+# where the pieces break: no test uses it. A table that re-lays its columns is caught on every
+# load by check_table_columns instead (tests/browser/checks.py); the trickle is for looking.
 TRICKLE_BYTES = int(os.environ.get("GUIDE_TRICKLE_BYTES", "16000"))
 TRICKLE_S = float(os.environ.get("GUIDE_TRICKLE_S", "0"))
 
