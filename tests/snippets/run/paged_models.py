@@ -3,10 +3,12 @@ snippets/run/serving.py."""
 
 import dataclasses
 
+import pytest
 import torch
 
 from snippets.core.model import GPT, GPTConfig
 from snippets.layers.configurable import AttentionSpec
+from snippets.run import serving
 from snippets.run.paged import BlockPool, PagedCache
 
 V, C, T = 24, 32, 32  # vocabulary, channels, context_length
@@ -86,3 +88,11 @@ class Recording(PagedCache):
 
 def pool_is_empty(pool: BlockPool) -> bool:
     return pool.refs == [0] * pool.n_blocks and sorted(pool.free) == list(range(pool.n_blocks))
+
+
+@pytest.fixture
+def recording(monkeypatch):
+    """generate_batch's caches, as Recordings: the list fills as they are made."""
+    Recording.made = []
+    monkeypatch.setattr(serving, "PagedCache", Recording)
+    return Recording.made

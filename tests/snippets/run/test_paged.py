@@ -23,27 +23,17 @@ from torch.testing import assert_close
 from snippets.core.attention import CausalSpec
 from snippets.core.cache import ModelCache
 from snippets.core.model import GPT
-from snippets.run import serving
 from snippets.run.paged import BlockPool, PagedCache, PoolFull
 from snippets.run.serving import generate_batch, speculative_generate
 from tests.snippets.run.paged_models import (
     MODELS,
     SPEC,
     C,
-    Recording,
     T,
     ids,
     make,
     pool_is_empty,
 )
-
-
-@pytest.fixture
-def recording(monkeypatch):
-    Recording.made = []
-    monkeypatch.setattr(serving, "PagedCache", Recording)
-    return Recording.made
-
 
 # --- paged equals contiguous ------------------------------------------------------------------
 

@@ -13,25 +13,15 @@ import pytest
 import torch
 
 from snippets.core.model import GPT
-from snippets.run import serving
 from snippets.run.generate import generate
 from snippets.run.serving import generate_batch, speculative_generate
 from tests.snippets.run.paged_models import (
     MODELS,
-    Recording,
     V,
     ids,
     make,
     pool_is_empty,
 )
-
-
-@pytest.fixture
-def recording(monkeypatch):
-    Recording.made = []
-    monkeypatch.setattr(serving, "PagedCache", Recording)
-    return Recording.made
-
 
 # --- shared prefixes --------------------------------------------------------------------------
 
