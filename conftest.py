@@ -1,7 +1,17 @@
 # Runs the code blocks of every page in docs/ as tests (see tests/pagecheck/).
 import os
 
-import torch
+# Every process the suite starts inherits these (set before torch loads its OpenMP runtime).
+# OMP_WAIT_POLICY=PASSIVE: a thread waiting at a barrier sleeps instead of spinning; the suite's
+# processes share two cores, and the lab commands, training runs and page reruns it starts on
+# two threads each spun through their waits (a quick run took 11.5 s of CPU beside a busy
+# machine, 7.6 s passive). TORCHINDUCTOR_COMPILE_THREADS=1: torch.compile compiles in the
+# process instead of starting a pool of compile workers, each importing torch again. Neither
+# changes what is computed: same threads, same kernels, same order of sums.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
+
+import torch  # noqa: E402
 
 pytest_plugins = ["tests.pagecheck.plugin", "tests.xdist_scheduling", "tests.suite_time"]
 

@@ -66,3 +66,15 @@ def test_the_machine_cpu_counts_this_process_busy():
     while time.process_time() - start < 0.5:
         pass
     assert machine_cpu_seconds() - before >= 0.4
+
+
+def test_the_processes_the_suite_starts_wait_without_spinning_and_compile_in_place():
+    """conftest.py's settings reach what a test starts: OpenMP's threads sleep at a barrier
+    (two-thread children beside busy workers spun through their waits), and torch.compile
+    starts no pool of compile workers."""
+    probe = (
+        "import os, torch._inductor.config as c; "
+        "print(os.environ.get('OMP_WAIT_POLICY'), c.compile_threads)"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["PASSIVE", "1"], out.stdout + out.stderr
