@@ -72,9 +72,19 @@ def main(site: Path, paths: list[str]) -> None:
         pages = bs.pages_from_sitemap(res.read().decode(), server.base)
     # Each page gets the checks the suite gives it (tests/browser/tiers.py), from the plan of
     # the whole site; GUIDE_EVERY_CHECK=1 gives every page every check (as before issue 33).
-    plan = tiers.plan(site, [u[len(server.base) - 1 :] for u in pages], tiers.rotation_key(ROOT))
+    plan = tiers.plan(
+        site,
+        [u[len(server.base) - 1 :] for u in pages],
+        tiers.rotation_key(ROOT),
+        tiers.history(ROOT),  # without it every content page would get every check
+        ROOT / "docs",
+    )
     every = os.environ.get("GUIDE_EVERY_CHECK") == "1"
-    pages = [server.base + p for p in paths] if paths else pages + [server.base + "404.html"]
+    pages = (
+        [server.base + p.lstrip("/") for p in paths]
+        if paths
+        else pages + [server.base + "404.html"]
+    )
     from playwright.sync_api import sync_playwright
 
     start, first = time.perf_counter(), chromium_cpu()
