@@ -248,7 +248,8 @@ def speculative_generate(
         prompt: token ids, (T,), (1, T) or a list.
         max_new_tokens: tokens to add, >= 0.
         k: tokens drafted per round, >= 1.
-        stats: a dict to fill: rounds, drafted, accepted, target_passes.
+        stats: a dict to fill: rounds (one pass of the target each), drafted,
+            accepted.
 
     Returns:
         The ids (1, T + max_new_tokens), as generate(target, prompt,
@@ -259,7 +260,7 @@ def speculative_generate(
     blocks = math.ceil((end + k) / 16)  # of 16 positions: the whole sequence
     t_cache, d_cache = PagedCache(target, blocks, 16), PagedCache(draft, blocks, 16)
     t_cache.add(0), d_cache.add(0)  # one sequence each, called 0
-    record = {"rounds": 0, "drafted": 0, "accepted": 0, "target_passes": 0}
+    record = {"rounds": 0, "drafted": 0, "accepted": 0}
     modes = target.training, draft.training
     target.eval(), draft.eval()
     try:
@@ -285,7 +286,6 @@ def speculative_generate(
             record["rounds"] += 1
             record["drafted"] += n
             record["accepted"] += kept
-        record["target_passes"] = record["rounds"]
     finally:
         target.train(modes[0]), draft.train(modes[1])
     if stats is not None:

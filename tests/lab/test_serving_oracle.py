@@ -107,7 +107,7 @@ def test_speculative_decoding_is_transformers_assisted_generation(llamas, k):
             ours = speculative_generate(gpt, gpt_draft, prompt, new, k=k, stats=stats)
             assert torch.equal(ours, theirs), name
             # One pass of the target per round on both sides: the same drafts accepted.
-            assert stats["target_passes"] == len(forward_passes), (name, stats)
+            assert stats["rounds"] == len(forward_passes), (name, stats)
             if name == "copy":
                 assert stats["accepted"] == stats["drafted"]
             elif name == "noisy":  # rounds that stop part way
